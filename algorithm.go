@@ -1,0 +1,66 @@
+package ratelimit
+
+import "fmt"
+
+// Algorithm selects how the memory store counts requests. The zero value is
+// SlidingLog.
+type Algorithm int
+
+const (
+	// SlidingLog keeps the instant of every allowed request in the window
+	// and is exact: no rolling window ever holds more than the limit. A key
+	// costs 8 bytes per logged request on top of its fixed cost.
+	SlidingLog Algorithm = iota
+)
+
+func (a Algorithm) String() string {
+	switch a {
+	case SlidingLog:
+		return "SlidingLog"
+	}
+	return fmt.Sprintf("Algorithm(%d)", int(a))
+}
+
+// impl returns the algorithm's implementation, or nil for an unknown value.
+func (a Algorithm) impl() algorithm {
+	switch a {
+	case SlidingLog:
+		return slidingLog{}
+	}
+	return nil
+}
+
+// An algorithm decides for one policy of one key. Times are nanoseconds on
+// the store's monotonic scale; callers hold the key's lock and pass a now
+// that never goes backwards for that key.
+//
+// Deciding and recording are separate so that a request checked against
+// several policies is recorded in all of them or in none.
+type algorithm interface {
+	// decide forgets what has left the window and reports whether cost
+	// more requests fit, without recording them.
+	decide(s *state, limit, window, now, cost int64) verdict
+	// record counts cost requests at now (decide said they fit) and
+	// reports the standing after them.
+	record(s *state, limit, window, now, cost int64) verdict
+	// idle reports whether s remembers nothing that could affect a future
+	// decision for any window up to maxWindow, so the key may be dropped.
+	idle(s *state, now, maxWindow int64) bool
+}
+
+// verdict is one policy's answer; durations are nanoseconds.
+type verdict struct {
+	ok        bool
+	remaining int64
+	retry     int64 // when !ok: until cost more requests would fit
+	reset     int64 // until the quota next grows
+}
+
+// state is one policy's memory for one key. Its fields are shared by the
+// algorithms so that an entry holds its first state inline, without a
+// separate allocation.
+type state struct {
+	log  []int64 // SlidingLog: ring of request instants, oldest at head
+	head int32   // SlidingLog: index of the oldest instant in log
+	n    int32   // SlidingLog: instants held
+}

@@ -1,0 +1,162 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+)
+
+// HeaderSet selects the rate-limit headers a response carries.
+type HeaderSet int
+
+const (
+	// HeadersNone sends no rate-limit headers (Retry-After still goes on
+	// every 429).
+	HeadersNone HeaderSet = iota
+	// HeadersLegacy sends X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset, as GitHub and most Go limiters do.
+	HeadersLegacy
+	// HeadersIETF sends RateLimit-Policy and RateLimit as in
+	// draft-ietf-httpapi-ratelimit-headers-10.
+	HeadersIETF
+	// HeadersBoth sends both sets; the default.
+	HeadersBoth
+)
+
+// ResetFormat selects what X-RateLimit-Reset carries.
+type ResetFormat int
+
+const (
+	// ResetSeconds sends the seconds until the quota grows again, rounded
+	// up: the same figure as RateLimit's t, and immune to client clock
+	// skew. The default.
+	ResetSeconds ResetFormat = iota
+	// ResetUnix sends the Unix time, in seconds rounded up, at which the
+	// quota grows again, as GitHub does.
+	ResetUnix
+)
+
+// Canonical header names, written into the map directly to skip
+// canonicalising them on every response.
+const (
+	hdrLimit       = "X-Ratelimit-Limit"
+	hdrRemaining   = "X-Ratelimit-Remaining"
+	hdrReset       = "X-Ratelimit-Reset"
+	hdrPolicy      = "Ratelimit-Policy"
+	hdrRateLimit   = "Ratelimit"
+	hdrRetryAfter  = "Retry-After"
+	hdrContentType = "Content-Type"
+)
+
+// plan is a validated set of policies and what never changes in their
+// headers, computed once.
+type plan struct {
+	policies []Policy
+	prefix   string   // namespaces this plan's keys in the store
+	policyHV string   // RateLimit-Policy value
+	limitHV  []string // X-RateLimit-Limit value, per policy
+}
+
+func newPlan(name string, policies []Policy) (*plan, error) {
+	var errs []error
+	if len(policies) == 0 {
+		errs = append(errs, fmt.Errorf("ratelimit: plan %q has no policies", name))
+	}
+	p := &plan{policies: policies}
+	if name != "" {
+		p.prefix = "plan:" + name + "|"
+	}
+	seen := make(map[string]bool)
+	var hv []string
+	for _, pol := range policies {
+		errs = append(errs, pol.validate())
+		if pol.Limit > math.MaxInt32 {
+			errs = append(errs, fmt.Errorf("ratelimit: policy %q: limit %d, want <= %d", pol.Name, pol.Limit, math.MaxInt32))
+		}
+		if seen[pol.Name] {
+			errs = append(errs, fmt.Errorf("ratelimit: policy name %q used twice in one plan", pol.Name))
+		}
+		seen[pol.Name] = true
+		hv = append(hv, fmt.Sprintf("%q;q=%d;w=%d", pol.Name, pol.Limit, ceilSeconds(pol.Window)))
+		p.limitHV = append(p.limitHV, strconv.Itoa(pol.Limit))
+	}
+	p.policyHV = strings.Join(hv, ", ")
+	return p, errors.Join(errs...)
+}
+
+// index returns the index of the policy named name.
+func (p *plan) index(name string) int {
+	for i := range p.policies {
+		if p.policies[i].Name == name {
+			return i
+		}
+	}
+	return 0
+}
+
+// ceilSeconds rounds d up to whole seconds: a wait of 1ms is 1, never 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// headerValues holds one response's header values. The middleware
+// allocates it once per request (inside the decision it puts in the
+// context) and points every header at it, instead of allocating a slice
+// and a string per header.
+type headerValues struct {
+	vals [6]string
+	buf  [192]byte
+}
+
+// set writes the headers for res under p into h. Numbers are formatted
+// into hv.buf; the strings made from it alias buf, which is never written
+// again, so they stay immutable as strings must.
+func (hv *headerValues) set(h http.Header, p *plan, res Result, set HeaderSet, resetFmt ResetFormat, wall func() time.Time) {
+	b := hv.buf[:0]
+	str := func(from int) string { return unsafe.String(&b[from], len(b)-from) }
+	reset := ceilSeconds(res.Reset)
+
+	if set == HeadersLegacy || set == HeadersBoth {
+		hv.vals[0] = p.limitHV[p.index(res.Policy)]
+		i := len(b)
+		b = strconv.AppendInt(b, int64(res.Remaining), 10)
+		hv.vals[1] = str(i)
+		i = len(b)
+		if resetFmt == ResetUnix {
+			b = strconv.AppendInt(b, wall().Add(res.Reset+time.Second-1).Unix(), 10)
+		} else {
+			b = strconv.AppendInt(b, reset, 10)
+		}
+		hv.vals[2] = str(i)
+		h[hdrLimit] = hv.vals[0:1:1]
+		h[hdrRemaining] = hv.vals[1:2:2]
+		h[hdrReset] = hv.vals[2:3:3]
+	}
+	if set == HeadersIETF || set == HeadersBoth {
+		hv.vals[3] = p.policyHV
+		i := len(b)
+		b = append(b, '"')
+		b = append(b, res.Policy...)
+		b = append(b, `";r=`...)
+		b = strconv.AppendInt(b, int64(res.Remaining), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, reset, 10)
+		hv.vals[4] = str(i)
+		h[hdrPolicy] = hv.vals[3:4:4]
+		h[hdrRateLimit] = hv.vals[4:5:5]
+	}
+	if !res.Allowed {
+		i := len(b)
+		b = strconv.AppendInt(b, max(1, ceilSeconds(res.RetryAfter)), 10)
+		hv.vals[5] = str(i)
+		h[hdrRetryAfter] = hv.vals[5:6:6]
+	}
+}

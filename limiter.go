@@ -1,0 +1,152 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Limiter decides, per key, whether a request fits its quota. Build one
+// with New; its Handler method is the middleware.
+//
+// A Limiter is safe for simultaneous use by multiple goroutines.
+type Limiter struct {
+	key      KeyFunc
+	store    Store
+	owned    io.Closer // the store New made, closed by Close
+	def      *plan
+	plans    map[string]*plan
+	choose   func(r *http.Request, key string) string
+	cost     func(r *http.Request) int
+	skip     func(r *http.Request) bool
+	headers  HeaderSet
+	resetFmt ResetFormat
+	denied   func(w http.ResponseWriter, r *http.Request, res Result)
+	keyErr   func(w http.ResponseWriter, r *http.Request, err error)
+	storeErr func(w http.ResponseWriter, r *http.Request, err error)
+	failOpen bool
+	dryRun   bool
+	hooks    Hooks
+	wall     func() time.Time // for epoch-second resets
+}
+
+// Result is one decision.
+type Result struct {
+	// Allowed reports whether the request fits and was counted.
+	Allowed bool
+	// Limit is the quota of the policy reported: requests per window.
+	Limit int
+	// Remaining is how many more requests the window admits after this
+	// one.
+	Remaining int
+	// RetryAfter is 0 when allowed; otherwise how long until the request
+	// would fit: oldest + window - now, exact (the headers round it up).
+	RetryAfter time.Duration
+	// Reset is how long until the oldest counted request leaves the window
+	// and the quota grows again; 0 when nothing is counted.
+	Reset time.Duration
+	// Policy names the policy reported: on a rejection the violated one
+	// with the longest wait, otherwise the one with the fewest remaining.
+	Policy string
+}
+
+// DefaultPolicyName names the policy made from New's limit and window.
+const DefaultPolicyName = "default"
+
+// New returns a Limiter that admits at most limit requests per key in any
+// rolling window, the key of a request being what key returns for it.
+// There is no default key: what to limit by is a security decision (see
+// KeyByIP).
+//
+// New reports every invalid argument and option at once, joined with
+// errors.Join; it never panics on bad configuration.
+func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter, error) {
+	c := defaultConfig()
+	var errs []error
+	if key == nil {
+		errs = append(errs, errors.New("ratelimit: nil KeyFunc: say what to limit by, e.g. KeyByIP()"))
+	}
+	for _, o := range opts {
+		if o == nil {
+			errs = append(errs, errors.New("ratelimit: nil option"))
+			continue
+		}
+		o.apply(&c)
+	}
+	errs = append(errs, c.errs...)
+	policies := append([]Policy{{Name: DefaultPolicyName, Limit: limit, Window: window}}, c.policies...)
+	def, err := newPlan("", policies)
+	errs = append(errs, err)
+	plans := make(map[string]*plan, len(c.plans))
+	for name, ps := range c.plans {
+		p, err := newPlan(name, ps)
+		errs = append(errs, err)
+		plans[name] = p
+	}
+	if c.store != nil && c.memSet {
+		errs = append(errs, errors.New("ratelimit: WithAlgorithm, WithMaxKeys and WithClock configure the memory store and cannot be combined with WithStore"))
+	}
+	errs = append(errs, c.mem.validate())
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	l := &Limiter{
+		key:      key,
+		store:    c.store,
+		def:      def,
+		plans:    plans,
+		choose:   c.choose,
+		cost:     c.cost,
+		skip:     c.skip,
+		headers:  c.headers,
+		resetFmt: c.resetFmt,
+		denied:   c.denied,
+		keyErr:   c.keyErr,
+		storeErr: c.storeErr,
+		failOpen: c.failOpen,
+		dryRun:   c.dryRun,
+		hooks:    c.hooks,
+		wall:     c.mem.clock,
+	}
+	if l.store == nil {
+		ms := newMemoryStore(c.mem)
+		l.store, l.owned = ms, ms
+	}
+	return l, nil
+}
+
+// Allow reports whether one more request for key fits the limiter's
+// default policies, and counts it if so. It is the middleware's decision
+// without HTTP: for gRPC, queues or any other caller.
+func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
+	return l.store.Take(ctx, key, l.def.policies, 1)
+}
+
+// AllowN is Allow for a request that costs n (a bulk call, say): it is
+// allowed only if n more fit, and then counts as n. An n larger than a
+// policy's limit can never fit and returns ErrCostExceedsLimit.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
+	return l.store.Take(ctx, key, l.def.policies, n)
+}
+
+// Stats reports the counters of the limiter's store, if it keeps any (the
+// memory store does).
+func (l *Limiter) Stats() Stats {
+	if s, ok := l.store.(interface{ Stats() Stats }); ok {
+		return s.Stats()
+	}
+	return Stats{}
+}
+
+// Close stops the background work of the store New made and waits for it.
+// A store passed with WithStore belongs to the caller, who closes it. Close
+// is safe to call more than once.
+func (l *Limiter) Close() error {
+	if l.owned != nil {
+		return l.owned.Close()
+	}
+	return nil
+}

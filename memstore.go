@@ -1,0 +1,444 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"math/bits"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MemoryStore is the built-in Store: per-key state in process memory.
+//
+// Keys live in shards, each a map behind its own lock that is held only to
+// find, add or drop a key; a decision holds just its key's lock, so
+// different keys never wait on each other. Memory stays bounded three ways:
+// expired instants are dropped whenever a key is used; every new key
+// first sweeps a few others and drops the idle ones, so sweeping keeps pace
+// with any flood of new keys; and a background sweep drops every idle key
+// once per sweep interval and gives shrunken shards fresh maps (Go maps
+// never return memory on their own). WithMaxKeys bounds the total.
+//
+// A key costs about 130 bytes plus 8 bytes per request it has logged in its
+// window, plus its own length; see the README for measured figures.
+//
+// MemoryStore is safe for simultaneous use by multiple goroutines. Close
+// stops its background sweep.
+type MemoryStore struct {
+	shards    []shard
+	shardMask uint64
+	seed      maphash.Seed
+	algo      algorithm
+	clock     func() time.Time
+	base      time.Time // instants are nanoseconds since base
+	perShard  int       // most keys a shard may hold; 0 for no bound
+	overflow  Overflow
+	maxWindow atomic.Int64 // longest window seen, for idle checks
+
+	evicted  atomic.Uint64
+	rejected atomic.Uint64
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+type shard struct {
+	mu   sync.RWMutex
+	m    map[string]*entry
+	peak int // most keys m has held since it was made
+	_    [32]byte
+}
+
+// entry is one key's state. Its lock guards every field; dead marks an
+// entry dropped from its shard, so that a request that found it just
+// before looks it up again instead of counting into a lost entry.
+type entry struct {
+	mu    sync.Mutex
+	dead  bool
+	first state   // the first policy's state, inline
+	rest  []state // the other policies' states
+}
+
+func (e *entry) state(i int) *state {
+	if i == 0 {
+		return &e.first
+	}
+	return &e.rest[i-1]
+}
+
+// Overflow says what a store bounded by WithMaxKeys does with a new key
+// when it is full and no tracked key is idle.
+type Overflow int
+
+const (
+	// RejectNewKeys answers requests from new keys with ErrStoreFull (503
+	// from the middleware) until room frees up. Tracked keys keep their
+	// exact counts, so a flood of new keys cannot reset anyone's quota.
+	RejectNewKeys Overflow = iota
+	// EvictLeastRecent drops the least recently active key (sampled, as in
+	// Redis's approximate LRU) to make room: new keys are always served,
+	// but an evicted key's count starts over.
+	EvictLeastRecent
+)
+
+// sweepInterval is how often the background sweep runs.
+const sweepInterval = time.Minute
+
+const (
+	// sweepPerInsert is how many keys a new key looks at for idle ones
+	// before it is added; two keep sweeping ahead of a flood of new keys.
+	sweepPerInsert = 2
+	// evictSample is how many keys a full shard samples for a victim.
+	evictSample = 8
+)
+
+// memoryConfig is what NewMemoryStore and New accept for the memory store.
+type memoryConfig struct {
+	algorithm Algorithm
+	maxKeys   int
+	overflow  Overflow
+	clock     func() time.Time
+}
+
+func (c memoryConfig) validate() error {
+	var errs []error
+	if c.algorithm.impl() == nil {
+		errs = append(errs, errors.New("ratelimit: unknown algorithm "+c.algorithm.String()))
+	}
+	if c.maxKeys < 0 {
+		errs = append(errs, errors.New("ratelimit: WithMaxKeys: negative bound"))
+	}
+	if c.overflow != RejectNewKeys && c.overflow != EvictLeastRecent {
+		errs = append(errs, errors.New("ratelimit: WithMaxKeys: unknown overflow policy"))
+	}
+	if c.clock == nil {
+		errs = append(errs, errors.New("ratelimit: WithClock: nil clock"))
+	}
+	return errors.Join(errs...)
+}
+
+// NewMemoryStore returns a memory store configured by the memory-store
+// options among opts (WithAlgorithm, WithMaxKeys, WithClock); any other
+// option is an error. New makes one itself unless given WithStore: call
+// this to share one store between limiters, or to give another store a
+// local fallback.
+func NewMemoryStore(opts ...Option) (*MemoryStore, error) {
+	c := defaultConfig()
+	var errs []error
+	for _, o := range opts {
+		if o == nil {
+			errs = append(errs, errors.New("ratelimit: nil option"))
+			continue
+		}
+		if !o.memory {
+			errs = append(errs, errors.New("ratelimit: NewMemoryStore: "+o.name+" is not a memory-store option"))
+			continue
+		}
+		o.apply(&c)
+	}
+	if err := errors.Join(append(errs, c.mem.validate())...); err != nil {
+		return nil, err
+	}
+	return newMemoryStore(c.mem), nil
+}
+
+func newMemoryStore(c memoryConfig) *MemoryStore {
+	n := 256
+	if c.maxKeys > 0 {
+		// Keep at least 16 keys a shard so per-shard bounds stay usable.
+		n = max(1, min(n, 1<<(bits.Len(uint(c.maxKeys/16))-1)))
+	}
+	s := &MemoryStore{
+		shards:    make([]shard, n),
+		shardMask: uint64(n - 1),
+		seed:      maphash.MakeSeed(),
+		algo:      c.algorithm.impl(),
+		clock:     c.clock,
+		base:      c.clock(),
+		overflow:  c.overflow,
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	if c.maxKeys > 0 {
+		s.perShard = c.maxKeys / n
+	}
+	for i := range s.shards {
+		s.shards[i].m = make(map[string]*entry)
+	}
+	go s.sweepLoop()
+	return s
+}
+
+// now reads the store's clock as nanoseconds since base.
+func (s *MemoryStore) now() int64 { return int64(s.clock().Sub(s.base)) }
+
+// Take implements Store.
+func (s *MemoryStore) Take(_ context.Context, key string, policies []Policy, cost int) (Result, error) {
+	if err := checkTake(policies, cost); err != nil {
+		return Result{}, err
+	}
+	for _, p := range policies {
+		if w := int64(p.Window); w > s.maxWindow.Load() {
+			s.maxWindow.Store(w) // racing stores only ever raise it
+		}
+	}
+	sh := &s.shards[maphash.String(s.seed, key)&s.shardMask]
+	for {
+		sh.mu.RLock()
+		e := sh.m[key]
+		sh.mu.RUnlock()
+		if e == nil {
+			var err error
+			if e, err = s.insert(sh, key, len(policies)); err != nil {
+				return Result{}, err
+			}
+		}
+		e.mu.Lock()
+		if e.dead {
+			e.mu.Unlock()
+			continue
+		}
+		if len(e.rest) != len(policies)-1 {
+			// A caller changed the policies of a key: start it over
+			// rather than index states that do not exist.
+			e.first, e.rest = state{}, make([]state, len(policies)-1)
+		}
+		// Read the clock under the key's lock so that instants are logged
+		// in the order they were read; a clock that steps back (only an
+		// injected one can) is held at the newest instant.
+		now := max(s.now(), e.newest())
+		res := decide(s.algo, e, policies, now, int64(cost))
+		e.mu.Unlock()
+		return res, nil
+	}
+}
+
+// checkTake validates a Take's arguments.
+func checkTake(policies []Policy, cost int) error {
+	if len(policies) == 0 {
+		return errors.New("ratelimit: Take: no policies")
+	}
+	if cost < 1 {
+		return errors.New("ratelimit: Take: cost must be at least 1")
+	}
+	for _, p := range policies {
+		if cost > p.Limit {
+			return ErrCostExceedsLimit
+		}
+	}
+	return nil
+}
+
+// newest returns the latest instant e has logged in any policy.
+func (e *entry) newest() int64 {
+	t := e.first.newest(-1 << 63)
+	for i := range e.rest {
+		t = max(t, e.rest[i].newest(t))
+	}
+	return t
+}
+
+// decide checks every policy, then records in all of them or none, and
+// reports the policy that binds tightest.
+func decide(a algorithm, e *entry, policies []Policy, now, cost int64) Result {
+	var worst verdict
+	wi := -1
+	for i, p := range policies {
+		v := a.decide(e.state(i), int64(p.Limit), int64(p.Window), now, cost)
+		if !v.ok && (wi < 0 || v.retry > worst.retry) {
+			worst, wi = v, i
+		}
+	}
+	if wi >= 0 {
+		return result(policies[wi], worst)
+	}
+	for i, p := range policies {
+		v := a.record(e.state(i), int64(p.Limit), int64(p.Window), now, cost)
+		if wi < 0 || v.remaining < worst.remaining || v.remaining == worst.remaining && v.reset > worst.reset {
+			worst, wi = v, i
+		}
+	}
+	return result(policies[wi], worst)
+}
+
+func result(p Policy, v verdict) Result {
+	return Result{
+		Allowed:    v.ok,
+		Limit:      p.Limit,
+		Remaining:  int(v.remaining),
+		RetryAfter: time.Duration(v.retry),
+		Reset:      time.Duration(v.reset),
+		Policy:     p.Name,
+	}
+}
+
+// insert adds key to sh, sweeping a few idle keys first and making room if
+// the shard is full.
+func (s *MemoryStore) insert(sh *shard, key string, policies int) (*entry, error) {
+	now := s.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[key]; e != nil {
+		return e, nil
+	}
+	s.sweep(sh, now, sweepPerInsert)
+	if s.perShard > 0 && len(sh.m) >= s.perShard && !s.makeRoom(sh, now) {
+		s.rejected.Add(1)
+		return nil, ErrStoreFull
+	}
+	e := &entry{}
+	if policies > 1 {
+		e.rest = make([]state, policies-1)
+	}
+	// Clone so the map does not pin a larger string the key was cut from
+	// (a whole header, say).
+	sh.m[strings.Clone(key)] = e
+	sh.peak = max(sh.peak, len(sh.m))
+	return e, nil
+}
+
+// sweep looks at up to n keys of sh (all of them for n < 0), starting at a
+// random one, and drops those that are idle. Keys in use right now are
+// skipped. The caller holds sh.mu.
+func (s *MemoryStore) sweep(sh *shard, now int64, n int) {
+	maxWindow := s.maxWindow.Load()
+	for k, e := range sh.m { // Go starts map iteration at a random key
+		if n == 0 {
+			break
+		}
+		n--
+		if e.mu.TryLock() {
+			if s.idle(e, now, maxWindow) {
+				s.drop(sh, k, e)
+			}
+			e.mu.Unlock()
+		}
+	}
+}
+
+// idle reports whether every state of e is idle. The caller holds e.mu.
+func (s *MemoryStore) idle(e *entry, now, maxWindow int64) bool {
+	if !s.algo.idle(&e.first, now, maxWindow) {
+		return false
+	}
+	for i := range e.rest {
+		if !s.algo.idle(&e.rest[i], now, maxWindow) {
+			return false
+		}
+	}
+	return true
+}
+
+// drop removes e from sh. The caller holds sh.mu and e.mu.
+func (s *MemoryStore) drop(sh *shard, k string, e *entry) {
+	e.dead = true
+	delete(sh.m, k)
+}
+
+// makeRoom frees a place in the full shard sh, reporting whether it could.
+// An idle key goes first; failing that, under EvictLeastRecent, the sampled
+// key whose latest request is oldest.
+func (s *MemoryStore) makeRoom(sh *shard, now int64) bool {
+	maxWindow := s.maxWindow.Load()
+	var victim *entry
+	var victimKey string
+	victimAt := int64(1<<63 - 1)
+	n := evictSample
+	for k, e := range sh.m {
+		if n == 0 {
+			break
+		}
+		n--
+		if !e.mu.TryLock() {
+			continue // busy keys are the most recent of all
+		}
+		if s.idle(e, now, maxWindow) {
+			s.drop(sh, k, e)
+			e.mu.Unlock()
+			return true
+		}
+		if t := e.newest(); t < victimAt {
+			victim, victimKey, victimAt = e, k, t
+		}
+		e.mu.Unlock()
+	}
+	if s.overflow != EvictLeastRecent || victim == nil {
+		return false
+	}
+	victim.mu.Lock()
+	s.drop(sh, victimKey, victim)
+	victim.mu.Unlock()
+	s.evicted.Add(1)
+	return true
+}
+
+// sweepLoop runs the background sweep until Close.
+func (s *MemoryStore) sweepLoop() {
+	defer close(s.done)
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.sweepAll()
+		}
+	}
+}
+
+// sweepAll drops every idle key and gives each shard that has shrunk to a
+// quarter of its peak a map of its present size, since Go maps keep the
+// memory of their peak.
+func (s *MemoryStore) sweepAll() {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		now := s.now()
+		sh.mu.Lock()
+		s.sweep(sh, now, -1)
+		if sh.peak >= 64 && len(sh.m) <= sh.peak/4 {
+			m := make(map[string]*entry, len(sh.m))
+			for k, e := range sh.m {
+				m[k] = e
+			}
+			sh.m, sh.peak = m, len(m)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// Stats reports the store's counters.
+func (s *MemoryStore) Stats() Stats {
+	var st Stats
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		st.Keys += len(sh.m)
+		sh.mu.RUnlock()
+	}
+	st.Evicted = s.evicted.Load()
+	st.Rejected = s.rejected.Load()
+	return st
+}
+
+// Close stops the background sweep and waits for it. It is safe to call
+// more than once; the store still answers Take afterwards, without the
+// background sweep.
+func (s *MemoryStore) Close() error {
+	s.closeOnce.Do(func() { close(s.stop) })
+	<-s.done
+	return nil
+}
+
+// Stats are a store's counters, for metrics.
+type Stats struct {
+	Keys     int    // keys tracked now
+	Evicted  uint64 // live keys dropped to make room (EvictLeastRecent)
+	Rejected uint64 // new keys refused because the store was full (RejectNewKeys)
+}

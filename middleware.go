@@ -1,0 +1,135 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+)
+
+// Handler returns next wrapped in the limiter, so l.Handler is a
+// func(http.Handler) http.Handler (an alice.Constructor, a chi or
+// gorilla/mux middleware) as it stands.
+//
+// For each request the middleware, before next runs:
+//   - passes requests exempted by WithSkip straight to next;
+//   - answers a request whose key cannot be extracted with the key error
+//     handler (a 4xx by default) without calling next;
+//   - answers a request the store cannot decide with the error handler
+//     (503 by default), or passes it to next under WithFailOpen;
+//   - sets the rate-limit headers (see WithHeaders), and on a rejection
+//     Retry-After, then answers with the denied handler (429 by default),
+//     or, allowed or in dry-run mode, calls next with the decision in the
+//     request's context (see FromContext).
+//
+// The ResponseWriter is passed on unwrapped, so http.Flusher,
+// http.Hijacker and http.ResponseController keep working.
+func (l *Limiter) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if l.skip != nil && l.skip(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key, err := l.key(r)
+		if err != nil {
+			if l.hooks.OnError != nil {
+				l.hooks.OnError(r, err)
+			}
+			l.keyErr(w, r, err)
+			return
+		}
+		p := l.def
+		if l.choose != nil {
+			if named := l.plans[l.choose(r, key)]; named != nil {
+				p, key = named, named.prefix+key
+			}
+		}
+		cost := 1
+		if l.cost != nil {
+			cost = l.cost(r)
+		}
+		res, err := l.store.Take(r.Context(), key, p.policies, cost)
+		if err != nil {
+			if l.hooks.OnError != nil {
+				l.hooks.OnError(r, err)
+			}
+			if l.failOpen {
+				next.ServeHTTP(w, r)
+			} else {
+				l.storeErr(w, r, err)
+			}
+			return
+		}
+
+		d := &decision{Context: r.Context(), res: res}
+		d.hv.set(w.Header(), p, res, l.headers, l.resetFmt, l.wall)
+		r = r.WithContext(d)
+		if !res.Allowed {
+			if l.hooks.OnLimit != nil {
+				l.hooks.OnLimit(r, res)
+			}
+			if !l.dryRun {
+				l.denied(w, r, res)
+				return
+			}
+		} else if l.hooks.OnAllow != nil {
+			l.hooks.OnAllow(r, res)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// decision carries a request's Result in its context. It is its own
+// context type, holding the header values too, so that the middleware
+// makes one allocation for all of them instead of one each.
+type decision struct {
+	context.Context
+	res Result
+	hv  headerValues
+}
+
+type contextKey struct{ name string }
+
+var resultKey = &contextKey{"ratelimit.Result"}
+
+func (d *decision) Value(key any) any {
+	if key == resultKey {
+		return &d.res
+	}
+	return d.Context.Value(key)
+}
+
+// FromContext returns the decision the middleware made for the request
+// whose context ctx is, for handlers that want to show a caller its
+// standing. ok is false for a context the middleware did not handle.
+func FromContext(ctx context.Context) (res Result, ok bool) {
+	if p, ok := ctx.Value(resultKey).(*Result); ok {
+		return *p, true
+	}
+	return Result{}, false
+}
+
+// defaultDenied answers a rejected request: 429 with a short body.
+func defaultDenied(w http.ResponseWriter, _ *http.Request, _ Result) {
+	http.Error(w, "429 Too Many Requests: rate limit exceeded, see Retry-After", http.StatusTooManyRequests)
+}
+
+// defaultKeyError answers a request without a usable key. The body is
+// fixed text from the KeyError, never the client's input.
+func defaultKeyError(w http.ResponseWriter, _ *http.Request, err error) {
+	var ke *KeyError
+	if errors.As(err, &ke) {
+		if ke.Challenge != "" {
+			w.Header().Set("WWW-Authenticate", ke.Challenge)
+		}
+		http.Error(w, ke.Message, ke.Status)
+		return
+	}
+	http.Error(w, "400 Bad Request: the request carries no rate-limit key", http.StatusBadRequest)
+}
+
+// defaultStoreError answers a request the store could not decide, without
+// the error's text, which may describe internals.
+func defaultStoreError(w http.ResponseWriter, _ *http.Request, _ error) {
+	w.Header()[hdrRetryAfter] = []string{"1"}
+	http.Error(w, "503 Service Unavailable: rate limiter unavailable", http.StatusServiceUnavailable)
+}

@@ -1,0 +1,246 @@
+package ratelimit
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// An Option configures a Limiter in New. Options write into a private
+// configuration: defaults are laid first, options applied in order, and the
+// result validated once, so a bad option is an error from New.
+type Option = *option
+
+type option struct {
+	name   string
+	memory bool // configures the memory store (NewMemoryStore accepts it)
+	apply  func(*config)
+}
+
+type config struct {
+	mem      memoryConfig
+	memSet   bool
+	store    Store
+	policies []Policy
+	plans    map[string][]Policy
+	choose   func(r *http.Request, key string) string
+	cost     func(r *http.Request) int
+	skip     func(r *http.Request) bool
+	headers  HeaderSet
+	resetFmt ResetFormat
+	denied   func(w http.ResponseWriter, r *http.Request, res Result)
+	keyErr   func(w http.ResponseWriter, r *http.Request, err error)
+	storeErr func(w http.ResponseWriter, r *http.Request, err error)
+	failOpen bool
+	dryRun   bool
+	hooks    Hooks
+	errs     []error
+}
+
+func defaultConfig() config {
+	return config{
+		mem:      memoryConfig{algorithm: SlidingLog, clock: time.Now},
+		headers:  HeadersBoth,
+		resetFmt: ResetSeconds,
+		denied:   defaultDenied,
+		keyErr:   defaultKeyError,
+		storeErr: defaultStoreError,
+	}
+}
+
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("ratelimit: "+format, args...))
+}
+
+func memOption(name string, f func(*config)) Option {
+	return &option{name: name, memory: true, apply: func(c *config) { c.memSet = true; f(c) }}
+}
+
+func limiterOption(name string, f func(*config)) Option {
+	return &option{name: name, apply: f}
+}
+
+// WithStore makes the limiter keep its state in s instead of a memory store
+// of its own, for example a redisstore.Store shared by a fleet of servers.
+// The caller owns s: Limiter.Close does not close it.
+func WithStore(s Store) Option {
+	return limiterOption("WithStore", func(c *config) {
+		if s == nil {
+			c.fail("WithStore: nil store")
+		}
+		c.store = s
+	})
+}
+
+// WithAlgorithm selects the memory store's algorithm (default SlidingLog).
+func WithAlgorithm(a Algorithm) Option {
+	return memOption("WithAlgorithm", func(c *config) { c.mem.algorithm = a })
+}
+
+// WithMaxKeys bounds how many keys the memory store tracks (default: no
+// bound beyond idle keys being swept). When a new key arrives at a full
+// store an idle key is dropped if there is one; otherwise whenFull decides.
+// The bound is kept per shard, so the store may refuse or evict a little
+// before n keys in all, never after.
+func WithMaxKeys(n int, whenFull Overflow) Option {
+	return memOption("WithMaxKeys", func(c *config) {
+		if n < 1 {
+			c.fail("WithMaxKeys: %d, want >= 1", n)
+		}
+		c.mem.maxKeys, c.mem.overflow = n, whenFull
+	})
+}
+
+// WithClock makes the memory store read time from now instead of
+// time.Now, for simulations that replay traffic. Its readings must carry a
+// monotonic component or never step back; a reading earlier than a key's
+// last one is taken as that last one.
+func WithClock(now func() time.Time) Option {
+	return memOption("WithClock", func(c *config) { c.mem.clock = now })
+}
+
+// WithPolicies adds policies that every request must also fit, besides the
+// one New's limit and window make (named DefaultPolicyName): for example 10
+// per second and 1000 per hour. A request is counted in all of them or, if
+// any refuses it, in none.
+func WithPolicies(ps ...Policy) Option {
+	return limiterOption("WithPolicies", func(c *config) { c.policies = append(c.policies, ps...) })
+}
+
+// WithPlans gives different requests different policies: choose names a
+// plan for each request (from its key, its route, a tier the auth
+// middleware put in its context, ...), and plans maps names to policies. A
+// request whose plan name is not in plans, the empty name included, gets
+// the default policies. Each plan's keys are counted apart from the
+// others', so a client that changes plan starts that plan afresh.
+func WithPlans(choose func(r *http.Request, key string) string, plans map[string][]Policy) Option {
+	return limiterOption("WithPlans", func(c *config) {
+		if choose == nil {
+			c.fail("WithPlans: nil choose function")
+		}
+		for name := range plans {
+			if name == "" {
+				c.fail("WithPlans: empty plan name")
+			}
+		}
+		c.choose, c.plans = choose, plans
+	})
+}
+
+// WithCost makes the middleware count a request as cost(r) requests (at
+// least 1), for endpoints that do more work per call. A cost larger than a
+// policy's limit is answered by the error handler (503 by default).
+func WithCost(cost func(r *http.Request) int) Option {
+	return limiterOption("WithCost", func(c *config) {
+		if cost == nil {
+			c.fail("WithCost: nil cost function")
+		}
+		c.cost = cost
+	})
+}
+
+// WithSkip exempts the requests for which skip returns true (health checks,
+// internal callers): they pass straight to the next handler, without a key,
+// a decision or headers.
+func WithSkip(skip func(r *http.Request) bool) Option {
+	return limiterOption("WithSkip", func(c *config) {
+		if skip == nil {
+			c.fail("WithSkip: nil function")
+		}
+		c.skip = skip
+	})
+}
+
+// WithDryRun decides and reports every request as usual (headers, hooks,
+// FromContext) but never rejects one: how to roll out a new limit and
+// watch, through OnLimit, whom it would have limited.
+func WithDryRun() Option {
+	return limiterOption("WithDryRun", func(c *config) { c.dryRun = true })
+}
+
+// WithHeaders selects which rate-limit headers responses carry (default
+// HeadersBoth). Retry-After is sent on every 429 whatever the choice.
+func WithHeaders(set HeaderSet) Option {
+	return limiterOption("WithHeaders", func(c *config) {
+		if set < HeadersNone || set > HeadersBoth {
+			c.fail("WithHeaders: unknown header set %d", int(set))
+		}
+		c.headers = set
+	})
+}
+
+// WithResetFormat selects what X-RateLimit-Reset carries (default
+// ResetSeconds).
+func WithResetFormat(f ResetFormat) Option {
+	return limiterOption("WithResetFormat", func(c *config) {
+		if f != ResetSeconds && f != ResetUnix {
+			c.fail("WithResetFormat: unknown format %d", int(f))
+		}
+		c.resetFmt = f
+	})
+}
+
+// WithDeniedHandler replaces the response to a rejected request. The
+// rate-limit headers and Retry-After are already set when h runs; h writes
+// the status (429 unless it has reason to differ) and body. If unset, the
+// middleware answers 429 with a short plain-text body.
+func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res Result)) Option {
+	return limiterOption("WithDeniedHandler", func(c *config) {
+		if h == nil {
+			c.fail("WithDeniedHandler: nil handler")
+		}
+		c.denied = h
+	})
+}
+
+// WithKeyErrorHandler replaces the response to a request whose key cannot
+// be extracted. If unset, a *KeyError is answered with its Status (and
+// WWW-Authenticate challenge, if any) and any other error with 400; the
+// body never repeats what the client sent.
+func WithKeyErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
+	return limiterOption("WithKeyErrorHandler", func(c *config) {
+		if h == nil {
+			c.fail("WithKeyErrorHandler: nil handler")
+		}
+		c.keyErr = h
+	})
+}
+
+// WithErrorHandler replaces the response to a request the store could not
+// decide (it failed, is full, or the cost is too high). If unset, the
+// middleware answers 503 Service Unavailable with Retry-After: 1, without
+// the error's text.
+func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
+	return limiterOption("WithErrorHandler", func(c *config) {
+		if h == nil {
+			c.fail("WithErrorHandler: nil handler")
+		}
+		c.storeErr = h
+	})
+}
+
+// WithFailOpen lets a request through, without rate-limit headers, when the
+// store cannot decide it, instead of answering with the error handler. The
+// OnError hook still sees every failure. Failing open trades protection for
+// availability: choose it knowingly.
+func WithFailOpen() Option {
+	return limiterOption("WithFailOpen", func(c *config) { c.failOpen = true })
+}
+
+// Hooks are called on the request path after each decision, to log or
+// count. Nil hooks cost nothing. Hooks must be fast and safe for
+// simultaneous use; they must not write the response.
+type Hooks struct {
+	// OnAllow is called for each allowed request.
+	OnAllow func(r *http.Request, res Result)
+	// OnLimit is called for each rejected request (in dry-run mode, each
+	// request that would have been rejected).
+	OnLimit func(r *http.Request, res Result)
+	// OnError is called when a key cannot be extracted or the store fails.
+	OnError func(r *http.Request, err error)
+}
+
+// WithHooks installs h.
+func WithHooks(h Hooks) Option {
+	return limiterOption("WithHooks", func(c *config) { c.hooks = h })
+}
