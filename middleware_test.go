@@ -448,3 +448,22 @@ func mustAtoi(t *testing.T, s string) int64 {
 	}
 	return n
 }
+
+func TestPartitionKey(t *testing.T) {
+	l := newLimiter(t, 5, time.Minute, ratelimit.KeyByHeader("X-API-Key"), ratelimit.WithPartitionKey())
+	h := l.Handler(okHandler)
+	pk := func(key string) string {
+		v := get(h, "192.0.2.1:1", "X-API-Key", key).Header().Get("RateLimit")
+		_, after, ok := strings.Cut(v, ";pk=")
+		require.True(t, ok, "RateLimit %q has no pk", v)
+		return after
+	}
+	a1, a2, b := pk("secret-alice"), pk("secret-alice"), pk("secret-bob")
+	assert.Regexp(t, `^:[A-Za-z0-9+/]{12}:$`, a1, "pk is a structured-field byte sequence")
+	assert.Equal(t, a1, a2, "stable for one key")
+	assert.NotEqual(t, a1, b, "distinct keys, distinct pks")
+
+	plain := newLimiter(t, 5, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
+	v := get(plain.Handler(okHandler), "192.0.2.1:1", "X-API-Key", "k").Header().Get("RateLimit")
+	assert.NotContains(t, v, "pk=", "no pk unless asked for")
+}
