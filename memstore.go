@@ -353,9 +353,9 @@ func (s *MemoryStore) makeRoom(sh *shard, now int64) bool {
 			break
 		}
 		n--
-		if !e.mu.TryLock() {
-			continue // busy keys are the most recent of all
-		}
+		// Waiting here is safe: no goroutine holds a key's lock while it
+		// asks for a shard's.
+		e.mu.Lock()
 		if s.idle(e, now, maxWindow) {
 			s.drop(sh, k, e)
 			e.mu.Unlock()
