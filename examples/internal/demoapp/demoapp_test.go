@@ -17,7 +17,7 @@ type fakeClock struct {
 	off  atomic.Int64
 }
 
-func (c *fakeClock) now() time.Time           { return c.base.Add(time.Duration(c.off.Load())) }
+func (c *fakeClock) now() time.Time          { return c.base.Add(time.Duration(c.off.Load())) }
 func (c *fakeClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 func newApp(t *testing.T) (*App, *fakeClock) {
