@@ -4,4 +4,24 @@ go 1.25.0
 
 replace github.com/slidelog/ratelimit => ../
 
-require github.com/slidelog/ratelimit v0.0.0-00010101000000-000000000000
+require (
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/gorilla/mux v1.8.1
+	github.com/justinas/alice v1.2.0
+	github.com/labstack/echo/v4 v4.16.0
+	github.com/labstack/echo/v5 v5.4.4
+	github.com/slidelog/ratelimit v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/labstack/gommon v0.5.0 // indirect
+	github.com/mattn/go-colorable v0.1.15 // indirect
+	github.com/mattn/go-isatty v0.0.22 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/valyala/fasttemplate v1.2.2 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/crypto v0.54.0 // indirect
+	golang.org/x/net v0.57.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/text v0.40.0 // indirect
+)
