@@ -1,6 +1,8 @@
 package ratelimit
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -119,7 +121,9 @@ type headerValues struct {
 // set writes the headers for res under p into h. Numbers are formatted
 // into hv.buf; the strings made from it alias buf, which is never written
 // again, so they stay immutable as strings must.
-func (hv *headerValues) set(h http.Header, p *plan, res Result, set HeaderSet, resetFmt ResetFormat, wall func() time.Time) {
+//
+// pk, if not empty, is sent as RateLimit's partition key.
+func (hv *headerValues) set(h http.Header, p *plan, res Result, set HeaderSet, resetFmt ResetFormat, wall func() time.Time, pk []byte) {
 	b := hv.buf[:0]
 	str := func(from int) string { return unsafe.String(&b[from], len(b)-from) }
 	reset := ceilSeconds(res.Reset)
@@ -149,6 +153,11 @@ func (hv *headerValues) set(h http.Header, p *plan, res Result, set HeaderSet, r
 		b = strconv.AppendInt(b, int64(res.Remaining), 10)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, reset, 10)
+		if len(pk) > 0 {
+			b = append(b, ";pk=:"...)
+			b = base64.StdEncoding.AppendEncode(b, pk)
+			b = append(b, ':')
+		}
 		hv.vals[4] = str(i)
 		h[hdrPolicy] = hv.vals[3:4:4]
 		h[hdrRateLimit] = hv.vals[4:5:5]
@@ -159,4 +168,17 @@ func (hv *headerValues) set(h http.Header, p *plan, res Result, set HeaderSet, r
 		hv.vals[5] = str(i)
 		h[hdrRetryAfter] = hv.vals[5:6:6]
 	}
+}
+
+// partitionKey returns RateLimit's pk for key: the first 9 bytes of
+// SHA-256(secret || key), so that clients can tell partitions apart while
+// the key itself (an API key, an address) never leaves the server and
+// cannot be guessed back without the per-limiter secret.
+func partitionKey(dst *[9]byte, secret []byte, key string) []byte {
+	var buf [320]byte
+	b := append(buf[:0], secret...)
+	b = append(b, key...)
+	sum := sha256.Sum256(b)
+	copy(dst[:], sum[:])
+	return dst[:]
 }

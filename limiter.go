@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"net/http"
@@ -30,6 +31,7 @@ type Limiter struct {
 	dryRun   bool
 	hooks    Hooks
 	wall     func() time.Time // for epoch-second resets
+	pkSecret []byte           // keys RateLimit's pk; nil when it is off
 }
 
 // Result is one decision.
@@ -110,6 +112,10 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 		dryRun:   c.dryRun,
 		hooks:    c.hooks,
 		wall:     c.mem.clock,
+	}
+	if c.partitionKey {
+		l.pkSecret = make([]byte, 32)
+		rand.Read(l.pkSecret)
 	}
 	if l.store == nil {
 		ms := newMemoryStore(c.mem)

@@ -61,7 +61,11 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 		}
 
 		d := &decision{Context: r.Context(), res: res}
-		d.hv.set(w.Header(), p, res, l.headers, l.resetFmt, l.wall)
+		var pk []byte
+		if l.pkSecret != nil {
+			pk = partitionKey(&d.pk, l.pkSecret, key)
+		}
+		d.hv.set(w.Header(), p, res, l.headers, l.resetFmt, l.wall, pk)
 		r = r.WithContext(d)
 		if !res.Allowed {
 			if l.hooks.OnLimit != nil {
@@ -85,6 +89,7 @@ type decision struct {
 	context.Context
 	res Result
 	hv  headerValues
+	pk  [9]byte
 }
 
 type contextKey struct{ name string }

@@ -18,23 +18,24 @@ type option struct {
 }
 
 type config struct {
-	mem      memoryConfig
-	memSet   bool
-	store    Store
-	policies []Policy
-	plans    map[string][]Policy
-	choose   func(r *http.Request, key string) string
-	cost     func(r *http.Request) int
-	skip     func(r *http.Request) bool
-	headers  HeaderSet
-	resetFmt ResetFormat
-	denied   func(w http.ResponseWriter, r *http.Request, res Result)
-	keyErr   func(w http.ResponseWriter, r *http.Request, err error)
-	storeErr func(w http.ResponseWriter, r *http.Request, err error)
-	failOpen bool
-	dryRun   bool
-	hooks    Hooks
-	errs     []error
+	mem          memoryConfig
+	memSet       bool
+	store        Store
+	policies     []Policy
+	plans        map[string][]Policy
+	choose       func(r *http.Request, key string) string
+	cost         func(r *http.Request) int
+	skip         func(r *http.Request) bool
+	headers      HeaderSet
+	resetFmt     ResetFormat
+	denied       func(w http.ResponseWriter, r *http.Request, res Result)
+	keyErr       func(w http.ResponseWriter, r *http.Request, err error)
+	storeErr     func(w http.ResponseWriter, r *http.Request, err error)
+	failOpen     bool
+	dryRun       bool
+	hooks        Hooks
+	partitionKey bool
+	errs         []error
 }
 
 func defaultConfig() config {
@@ -225,6 +226,15 @@ func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error))
 // availability: choose it knowingly.
 func WithFailOpen() Option {
 	return limiterOption("WithFailOpen", func(c *config) { c.failOpen = true })
+}
+
+// WithPartitionKey adds a partition key (pk) to the RateLimit header, so a
+// client can tell which quota a response counted against. The pk is a keyed
+// hash of the request's key under a secret drawn when New runs: stable for
+// the limiter's life, never the key itself, and not guessable back from it.
+// Servers of a fleet each draw their own secret, so their pks differ.
+func WithPartitionKey() Option {
+	return limiterOption("WithPartitionKey", func(c *config) { c.partitionKey = true })
 }
 
 // Hooks are called on the request path after each decision, to log or

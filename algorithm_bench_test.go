@@ -1,0 +1,125 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// BenchmarkAlgorithm measures, per algorithm, a decision on an existing
+// key (ns/op, allocs/op) and reports two figures for choosing between
+// them: heap bytes per key holding limit requests (B/key), and the most
+// requests an adversary gets admitted in any rolling window of the nominal
+// length, as a multiple of the limit (burst/limit).
+//
+//	go test -run '^$' -bench BenchmarkAlgorithm -benchmem
+func BenchmarkAlgorithm(b *testing.B) {
+	for _, a := range algorithms {
+		for _, limit := range []int{300, 10_000} {
+			b.Run(fmt.Sprintf("%v/limit=%d", a, limit), func(b *testing.B) {
+				clk := newFakeClock()
+				s, err := NewMemoryStore(WithAlgorithm(a), WithClock(clk.Now))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				p := []Policy{{Name: "p", Limit: limit, Window: time.Minute}}
+				ctx := context.Background()
+				step := time.Minute / time.Duration(limit) // the sustained rate: always allowed
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					clk.Advance(step)
+					s.Take(ctx, "hot", p, 1)
+				}
+				b.StopTimer()
+				b.ReportMetric(bytesPerFullKey(b, a, limit), "B/key")
+				b.ReportMetric(worstBurst(a, limit), "burst/limit")
+			})
+		}
+	}
+}
+
+// bytesPerFullKey returns the heap bytes per key of keys that each hold
+// limit requests in their window.
+func bytesPerFullKey(b *testing.B, a Algorithm, limit int) float64 {
+	// Enough keys that the store's fixed cost (its shard maps) vanishes
+	// in the average, without logging millions of instants.
+	keys := 20_000
+	if a == SlidingLog && limit > 1000 {
+		keys = 200
+	}
+	clk := newFakeClock()
+	p := []Policy{{Name: "p", Limit: limit, Window: time.Hour}}
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "key-" + strconv.Itoa(i) // the key strings count
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s, _ := NewMemoryStore(WithAlgorithm(a), WithClock(clk.Now))
+	for _, k := range names {
+		for range limit {
+			clk.Advance(time.Microsecond)
+			if res, _ := s.Take(context.Background(), k, p, 1); !res.Allowed {
+				b.Fatalf("%v: key %s refused before its limit", a, k)
+			}
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(s)
+	s.Close()
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(keys)
+}
+
+// worstBurst replays adversarial patterns at 1ms resolution and returns
+// the most requests admitted in any window of the nominal length (t-W, t],
+// divided by the limit.
+func worstBurst(a Algorithm, limit int) float64 {
+	const window = time.Minute
+	const tick = time.Millisecond
+	patterns := map[string]func(t time.Duration) int{
+		// As many as allowed, every millisecond.
+		"greedy": func(time.Duration) int { return limit },
+		// Silent, then the whole limit just before a window boundary, then
+		// greedy: what fixed windows and their approximations fear most.
+		"boundary": func(t time.Duration) int {
+			if t < window-10*tick {
+				return 0
+			}
+			return limit
+		},
+	}
+	worst := 0
+	for _, send := range patterns {
+		clk := newFakeClock()
+		s, _ := NewMemoryStore(WithAlgorithm(a), WithClock(clk.Now))
+		p := []Policy{{Name: "p", Limit: limit, Window: window}}
+		var admitted []time.Duration // instants of admitted requests, in order
+		for t := time.Duration(0); t < 3*window; t += tick {
+			for range send(t) {
+				res, _ := s.Take(context.Background(), "k", p, 1)
+				if !res.Allowed {
+					break
+				}
+				admitted = append(admitted, t)
+			}
+			clk.Advance(tick)
+		}
+		s.Close()
+		// Slide a window ending at each admitted instant.
+		lo := 0
+		for hi, t := range admitted {
+			for admitted[lo] <= t-window {
+				lo++
+			}
+			worst = max(worst, hi-lo+1)
+		}
+	}
+	return float64(worst) / float64(limit)
+}
