@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"time"
 )
@@ -132,52 +130,6 @@ func TestUnjustified(t *testing.T) {
 	for _, tc := range tests {
 		if got := unjustified(ok, tc.rejected, tc.ps); got != tc.want {
 			t.Errorf("%s: unjustified = %d, want %d", tc.name, got, tc.want)
-		}
-	}
-}
-
-// TestRunAgainstDemo drives the demo in-process over real TCP for a short
-// while and checks the run finds it exact. It takes two seconds of wall
-// time: the point is real timing through the network stack.
-func TestRunAgainstDemo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives real TCP for 2 s")
-	}
-	var out strings.Builder
-	rep, err := run(context.Background(), config{
-		self:        true,
-		path:        "/api/v1/hello",
-		duration:    2 * time.Second,
-		maxRequests: 2000,
-		profiles: []profile{
-			{name: "calm", rate: 4},
-			{name: "eager", rate: 40},
-			{name: "bursty", burst: 25, every: time.Second},
-		},
-	}, &out)
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
-	if !rep.ok() {
-		t.Fatalf("run found the demo inexact:\n%s", out.String())
-	}
-	if !strings.Contains(out.String(), "RESULT: exact.") {
-		t.Errorf("summary lacks the result line:\n%s", out.String())
-	}
-	byName := map[string]clientReport{}
-	for _, c := range rep.clients {
-		byName[c.name] = c
-	}
-	if c := byName["calm"]; c.limited != 0 || c.ok == 0 || c.errs != 0 {
-		t.Errorf("calm: %d ok, %d limited, %d errors; want all allowed", c.ok, c.limited, c.errs)
-	}
-	for _, name := range []string{"eager", "bursty"} {
-		c := byName[name]
-		if c.limited == 0 || c.ok == 0 {
-			t.Errorf("%s: %d ok, %d limited; want both", name, c.ok, c.limited)
-		}
-		if len(c.checks) != 2 {
-			t.Errorf("%s: %d policies checked, want 2 (default and burst)", name, len(c.checks))
 		}
 	}
 }

@@ -131,11 +131,14 @@ loop:
 	}
 
 	rep := newReport(clients, url, elapsed)
-	rep.print(out)
-	if rep.requests == 0 || rep.answered == 0 {
-		return rep, fmt.Errorf("loadgen: no answers from %s: start the demo (go -C examples run ./demo) or pass -self", url)
+	if rep.answered == 0 {
+		return rep, fmt.Errorf("loadgen: no answers from %s to %d requests: start the demo (go -C examples run ./demo) or pass -self", url, rep.requests)
 	}
-	return rep, ctx.Err()
+	if ctx.Err() != nil {
+		fmt.Fprintln(out, "\ninterrupted: the requests cut short count as errors")
+	}
+	rep.print(out)
+	return rep, nil
 }
 
 // startDemo serves the demo on a free loopback port until stop is called.

@@ -87,7 +87,7 @@ func (r *report) overLimit() int {
 
 // ok reports whether the run proved nothing wrong.
 func (r *report) ok() bool {
-	if r.overLimit() > 0 {
+	if r.answered == 0 || r.overLimit() > 0 {
 		return false
 	}
 	for _, c := range r.clients {
