@@ -125,9 +125,11 @@ loop:
 			break loop
 		}
 	}
+	// Redraw the last whole second with the final totals: the answers
+	// still in flight at the last tick have come in since.
 	elapsed := time.Since(start)
-	if sec < int(elapsed/time.Second)+1 {
-		d.draw(sec, elapsed)
+	if d.live {
+		d.draw(max(0, min(sec, int(cfg.duration/time.Second))-1), elapsed)
 	}
 
 	rep := newReport(clients, url, elapsed)
