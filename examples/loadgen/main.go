@@ -1,0 +1,165 @@
+// Command loadgen drives the demo server from several simulated clients,
+// each with its own API key, over real TCP. It shows allowed and limited
+// requests per second per client as they happen, then checks from the
+// round-trip timestamps it recorded that no window ever admitted more than
+// its limit and that no 429 came while the limit could not have been full.
+//
+//	go -C examples run ./loadgen -self            # starts the demo in-process
+//	go -C examples run ./loadgen -addr 127.0.0.1:8080
+//
+// Its requests are bounded by -duration and -max-requests, and go to
+// -addr only, which should be a loopback address.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/slidelog/ratelimit/examples/internal/demoapp"
+)
+
+type config struct {
+	addr        string // host:port of the demo; ignored with self
+	self        bool   // start the demo in-process on a free loopback port
+	path        string
+	duration    time.Duration
+	maxRequests int
+	live        bool // redraw in place (a terminal)
+	profiles    []profile
+}
+
+func main() {
+	cfg := config{profiles: profiles}
+	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "address of a running demo server")
+	flag.BoolVar(&cfg.self, "self", false, "start the demo server in-process instead of using -addr")
+	flag.StringVar(&cfg.path, "path", "/api/v1/hello", "path to request (an API-key route of the demo)")
+	flag.DurationVar(&cfg.duration, "duration", 15*time.Second, "how long to send requests")
+	flag.IntVar(&cfg.maxRequests, "max-requests", 20000, "most requests to send in all")
+	plain := flag.Bool("plain", false, "print one line a second instead of redrawing (the default when not on a terminal)")
+	flag.Parse()
+	cfg.live = !*plain && isTerminal(os.Stdout)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := run(ctx, cfg, os.Stdout)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !rep.ok() {
+		os.Exit(1)
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// run drives the load, drawing the live view and then the summary on out.
+func run(ctx context.Context, cfg config, out io.Writer) (*report, error) {
+	if cfg.duration <= 0 || cfg.maxRequests < 1 || len(cfg.profiles) == 0 {
+		return nil, errors.New("loadgen: need a positive -duration, -max-requests and at least one client")
+	}
+	addr := cfg.addr
+	if cfg.self {
+		a, stop, err := startDemo()
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		addr = a
+	}
+	url := "http://" + addr + cfg.path
+
+	hc := &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			Proxy:               nil, // loopback only: never through a proxy from the environment
+			MaxIdleConnsPerHost: maxInFlight * len(cfg.profiles),
+			IdleConnTimeout:     30 * time.Second,
+		},
+	}
+	defer hc.CloseIdleConnections()
+
+	clients := make([]*client, len(cfg.profiles))
+	for i, p := range cfg.profiles {
+		clients[i] = &client{profile: p, key: demoapp.KeyPrefix + p.name}
+	}
+	var b budget
+	b.left.Store(int64(cfg.maxRequests))
+	d := &display{out: out, live: cfg.live, url: url, clients: clients, duration: cfg.duration}
+
+	start := time.Now()
+	end := start.Add(cfg.duration)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Go(func() { c.drive(ctx, hc, url, start, end, &b) })
+		}
+		wg.Wait()
+	}()
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	sec := 0
+loop:
+	for {
+		select {
+		case <-tick.C:
+			d.draw(sec, time.Since(start))
+			sec++
+		case <-finished:
+			break loop
+		}
+	}
+	// Redraw the last whole second with the final totals: the answers
+	// still in flight at the last tick have come in since.
+	elapsed := time.Since(start)
+	if d.live {
+		d.draw(max(0, min(sec, int(cfg.duration/time.Second))-1), elapsed)
+	}
+
+	rep := newReport(clients, url, elapsed)
+	if rep.answered == 0 {
+		return rep, fmt.Errorf("loadgen: no answers from %s to %d requests: start the demo (go -C examples run ./demo) or pass -self", url, rep.requests)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(out, "\ninterrupted: the requests cut short count as errors")
+	}
+	rep.print(out)
+	return rep, nil
+}
+
+// startDemo serves the demo on a free loopback port until stop is called.
+func startDemo() (addr string, stop func(), err error) {
+	app, err := demoapp.New()
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		app.Close()
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: app, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return ln.Addr().String(), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		app.Close()
+	}, nil
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// report is the summary of a run and its exactness check.
+type report struct {
+	url                    string
+	elapsed                time.Duration
+	requests, answered     int
+	rttP50, rttP99, rttMax time.Duration
+	clients                []clientReport
+}
+
+// clientReport is one client's summary.
+type clientReport struct {
+	name, pattern     string
+	ok, limited, errs int
+	checks            []policyCheck
+	unjustified       int   // 429s no policy could justify; -1 when unknown
+	policyErr         error // the RateLimit-Policy header could not be read
+}
+
+// policyCheck is one policy's bounds on the most 200s in one window.
+type policyCheck struct {
+	policy            policy
+	certain, possible int
+}
+
+func newReport(clients []*client, url string, elapsed time.Duration) *report {
+	r := &report{url: url, elapsed: elapsed}
+	var rtts []time.Duration
+	for _, c := range clients {
+		c.mu.Lock()
+		cr := clientReport{name: c.name, pattern: c.profile.String(), ok: len(c.ok), limited: len(c.rejected), errs: c.errs}
+		r.requests += len(c.ok) + len(c.rejected) + c.errs
+		r.answered += len(c.ok) + len(c.rejected)
+		for _, s := range c.ok {
+			rtts = append(rtts, s.recv-s.sent)
+		}
+		for _, s := range c.rejected {
+			rtts = append(rtts, s.recv-s.sent)
+		}
+		ps, err := parsePolicies(c.policies)
+		if c.policies == "" {
+			ps, err = nil, nil // nothing answered: nothing to check
+		}
+		cr.policyErr = err
+		for _, p := range ps {
+			cr.checks = append(cr.checks, policyCheck{p, certainMax(c.ok, p.window), possibleMax(c.ok, p.window)})
+		}
+		// A lost answer may have been a 200 the server counted, which
+		// could be what justified a 429: with errors, do not judge.
+		cr.unjustified = -1
+		if c.errs == 0 && err == nil {
+			cr.unjustified = unjustified(c.ok, c.rejected, ps)
+		}
+		c.mu.Unlock()
+		r.clients = append(r.clients, cr)
+	}
+	if len(rtts) > 0 {
+		slices.Sort(rtts)
+		r.rttP50 = rtts[len(rtts)/2]
+		r.rttP99 = rtts[len(rtts)*99/100]
+		r.rttMax = rtts[len(rtts)-1]
+	}
+	return r
+}
+
+// overLimit counts the policies some client's certain count exceeds.
+func (r *report) overLimit() int {
+	n := 0
+	for _, c := range r.clients {
+		for _, pc := range c.checks {
+			if pc.certain > pc.policy.limit {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// ok reports whether the run proved nothing wrong.
+func (r *report) ok() bool {
+	if r.answered == 0 || r.overLimit() > 0 {
+		return false
+	}
+	for _, c := range r.clients {
+		if c.policyErr != nil || c.unjustified > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *report) print(out io.Writer) {
+	fmt.Fprintf(out, "\nSummary: %d requests (%d answered) in %.1fs over TCP to %s\n",
+		r.requests, r.answered, r.elapsed.Seconds(), r.url)
+	fmt.Fprintf(out, "round trip: p50 %v, p99 %v, max %v\n\n",
+		r.rttP50.Round(time.Microsecond), r.rttP99.Round(time.Microsecond), r.rttMax.Round(time.Microsecond))
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "client\tpattern\t200\t429\terr\tpolicy\tmost 200s in one window\tlimit\tverdict\tunjustified 429s")
+	fmt.Fprintln(tw, "\t\t\t\t\t\tcertain .. possible\t\t\t")
+	for _, c := range r.clients {
+		unj := fmt.Sprint(c.unjustified)
+		if c.unjustified < 0 {
+			unj = "n/a (lost answers)"
+		}
+		head := fmt.Sprintf("%s\t%s\t%d\t%d\t%d", c.name, c.pattern, c.ok, c.limited, c.errs)
+		if c.policyErr != nil {
+			fmt.Fprintf(tw, "%s\tunreadable RateLimit-Policy: %v\t\t\tFAIL\t\n", head, c.policyErr)
+			continue
+		}
+		if len(c.checks) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\n", head)
+		}
+		for i, pc := range c.checks {
+			verdict := "ok"
+			switch {
+			case pc.certain > pc.policy.limit:
+				verdict = "OVER LIMIT"
+			case pc.certain == pc.policy.limit:
+				verdict = "ok, full"
+			}
+			if i > 0 {
+				head, unj = "\t\t\t\t", ""
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d .. %d\t%d\t%s\t%s\n", head, pc.policy, pc.certain, pc.possible, pc.policy.limit, verdict, unj)
+		}
+	}
+	tw.Flush()
+
+	fmt.Fprint(out, `
+"certain" counts the 200s sent and received inside one window: the server
+decided them in it, so an exact limiter keeps this at or under the limit,
+with no tolerance. "possible" adds the 200s whose round trip straddles an
+edge of the window; it may pass the limit by those, a tolerance that shrinks
+with the round-trip time. A 429 is unjustified if no window ending during
+its round trip could already have held the limit.
+`)
+	if r.ok() {
+		fmt.Fprintln(out, "\nRESULT: exact. No window admitted more than its limit; every 429 was due.")
+	} else {
+		fmt.Fprintf(out, "\nRESULT: FAILED. %d policies over their limit; see the table.\n", r.overLimit())
+	}
+}
