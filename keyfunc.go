@@ -47,11 +47,14 @@ var ErrNoKey = errors.New("ratelimit: the request carries no key of this kind")
 
 // noKey marks a *KeyError as a missing key: it matches both the KeyError
 // (errors.As) and ErrNoKey (errors.Is).
-func noKey(e *KeyError) error { return &missingKey{e} }
+func noKey(e *KeyError) error { return &missingKey{e, []error{e, ErrNoKey}} }
 
-type missingKey struct{ *KeyError }
+type missingKey struct {
+	*KeyError
+	wrapped []error // made once: Unwrap is on the path of every KeyFirst
+}
 
-func (e *missingKey) Unwrap() []error { return []error{e.KeyError, ErrNoKey} }
+func (e *missingKey) Unwrap() []error { return e.wrapped }
 
 // MaxKeyLen is the longest header value KeyByHeader accepts as a key.
 const MaxKeyLen = 256
