@@ -47,6 +47,10 @@ const (
 	// maxEntryLen is the longest entry worth parsing: a bracketed IPv6
 	// address with a zone and a port fits well within it.
 	maxEntryLen = 100
+
+	// maxElementLen is the longest RFC 7239 element worth parsing: room
+	// for for=, by=, proto= and a host= name.
+	maxElementLen = 512
 )
 
 // TrustProxies names the proxies in front of the server, as address
@@ -255,6 +259,10 @@ func (c *ipConfig) client(r *http.Request, peer netip.Addr) netip.Addr {
 	}
 	// Walk the entries from the right: the last line's last entry is the
 	// one the nearest proxy added.
+	maxLen := maxEntryLen
+	if c.kind == headerForwarded {
+		maxLen = maxElementLen
+	}
 	seen := 0
 	for i := len(lines) - 1; i >= 0; i-- {
 		line := lines[i]
@@ -263,11 +271,20 @@ func (c *ipConfig) client(r *http.Request, peer netip.Addr) netip.Addr {
 				return peer
 			}
 			seen++
-			entry := line
-			j := strings.LastIndexByte(line, ',')
-			if j >= 0 {
-				entry = line[j+1:]
+			// Look for the comma only as far back as an entry may
+			// reach, so a huge entry costs no more than a short one.
+			tail := line
+			if len(tail) > maxLen+1 {
+				tail = tail[len(tail)-maxLen-1:]
 			}
+			j := strings.LastIndexByte(tail, ',')
+			if j < 0 && len(tail) < len(line) {
+				return peer // an entry longer than any address
+			}
+			if j >= 0 {
+				j += len(line) - len(tail)
+			}
+			entry := line[j+1:]
 			if c.hops > 0 {
 				// Position alone says who wrote the entry: the n-1 to the
 				// right of the client's are the proxies' own.
@@ -375,7 +392,7 @@ func optionalPort(s string) bool {
 // element without exactly one for= address, or with a quoted value that
 // is not a plain address, yields nothing.
 func parseForwardedElement(s string) (netip.Addr, bool) {
-	if len(s) > 4*maxEntryLen {
+	if len(s) > maxElementLen {
 		return netip.Addr{}, false
 	}
 	var val string
