@@ -205,21 +205,8 @@ func GroupIPv4(bits int) IPOption {
 // The KeyFunc is safe for simultaneous use. It reads at most 64 entries
 // of a forwarding header and allocates only the key it returns.
 func KeyByIP(opts ...IPOption) KeyFunc {
-	c := ipConfig{header: hdrXFF, kind: headerXFF, v6Bits: 64, v4Bits: 32}
-	for _, o := range opts {
-		if o == nil {
-			c.errs = append(c.errs, errors.New("ratelimit: KeyByIP: nil IPOption"))
-			continue
-		}
-		o(&c)
-	}
-	if len(c.trusted) > 0 && c.hops > 0 {
-		c.errs = append(c.errs, errors.New("ratelimit: KeyByIP: TrustProxies and TrustedHops cannot be combined"))
-	}
-	if c.fromSet && len(c.trusted) == 0 && c.hops == 0 {
-		c.errs = append(c.errs, errors.New("ratelimit: KeyByIP: FromHeader without TrustProxies or TrustedHops would never be read"))
-	}
-	if err := errors.Join(c.errs...); err != nil {
+	c, err := newIPConfig(opts)
+	if err != nil {
 		return brokenKeyFunc(err)
 	}
 	bad := noKey(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: no client address"})
@@ -230,6 +217,25 @@ func KeyByIP(opts ...IPOption) KeyFunc {
 		}
 		return c.key(c.client(r, peer)), nil
 	}
+}
+
+// newIPConfig lays the defaults, applies opts and validates the result.
+func newIPConfig(opts []IPOption) (*ipConfig, error) {
+	c := &ipConfig{header: hdrXFF, kind: headerXFF, v6Bits: 64, v4Bits: 32}
+	for _, o := range opts {
+		if o == nil {
+			c.errs = append(c.errs, errors.New("ratelimit: KeyByIP: nil IPOption"))
+			continue
+		}
+		o(c)
+	}
+	if len(c.trusted) > 0 && c.hops > 0 {
+		c.errs = append(c.errs, errors.New("ratelimit: KeyByIP: TrustProxies and TrustedHops cannot be combined"))
+	}
+	if c.fromSet && len(c.trusted) == 0 && c.hops == 0 {
+		c.errs = append(c.errs, errors.New("ratelimit: KeyByIP: FromHeader without TrustProxies or TrustedHops would never be read"))
+	}
+	return c, errors.Join(c.errs...)
 }
 
 // peerAddr parses an "ip:port" or bare IP address as net/http sets
