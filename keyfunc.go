@@ -34,6 +34,7 @@ type KeyError struct {
 	Challenge string // WWW-Authenticate value for a 401, or empty
 }
 
+// Error returns Message with the package prefix, for logs.
 func (e *KeyError) Error() string { return "ratelimit: " + e.Message }
 
 // ErrNoKey is matched (with errors.Is) by the errors of extractors that
