@@ -1,8 +1,16 @@
 package ratelimit
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/textproto"
+	"strings"
+	"sync"
+	"unsafe"
 )
 
 // A KeyFunc names whom a request counts against: a client IP, an API key,
@@ -11,32 +19,67 @@ import (
 // next handler and without counting anything.
 //
 // Keys from the extractors in this package carry a kind prefix ("ip:",
-// "apikey:", ...) so that keys of different kinds never collide.
+// "apikey:", "sub:", "id:", ...) so that keys of different kinds never
+// collide: the client at 192.0.2.1 is "ip:192.0.2.1" and an API key
+// "192.0.2.1" is "apikey:192.0.2.1". A KeyFunc of your own should do the
+// same.
 type KeyFunc func(r *http.Request) (string, error)
 
 // KeyError is a key extraction failure and the response it calls for.
 // Message is sent to the client as is, so it must not repeat anything the
 // client sent.
 type KeyError struct {
-	Status    int    // HTTP status, a 4xx
+	Status    int    // HTTP status: a 4xx, or 500 for a misconfigured KeyFunc
 	Message   string // response body
 	Challenge string // WWW-Authenticate value for a 401, or empty
 }
 
+// Error returns Message with the package prefix, for logs.
 func (e *KeyError) Error() string { return "ratelimit: " + e.Message }
+
+// ErrNoKey is matched (with errors.Is) by the errors of extractors that
+// found no key of their kind in a request at all: no API-key header, no
+// Authorization: Bearer credential, no identity in the context. KeyFirst
+// then tries its next extractor. An extractor that finds a key it refuses
+// (too long, forged, expired) returns an error that does not match it. A
+// KeyFunc of your own can wrap ErrNoKey, or join it with a *KeyError, to
+// take part in KeyFirst the same way.
+var ErrNoKey = errors.New("ratelimit: the request carries no key of this kind")
+
+// noKey marks a *KeyError as a missing key: it matches both the KeyError
+// (errors.As) and ErrNoKey (errors.Is).
+func noKey(e *KeyError) error { return &missingKey{e, []error{e, ErrNoKey}} }
+
+type missingKey struct {
+	*KeyError
+	wrapped []error // made once: Unwrap is on the path of every KeyFirst
+}
+
+func (e *missingKey) Unwrap() []error { return e.wrapped }
 
 // MaxKeyLen is the longest header value KeyByHeader accepts as a key.
 const MaxKeyLen = 256
 
 // KeyByHeader keys requests by the value of header name, typically an API
-// key ("X-API-Key"). A request without the header, or with an empty one,
-// is answered 400; a value longer than MaxKeyLen bytes is answered 431
-// Request Header Fields Too Large rather than stored. The limiter does not
-// check the key is genuine: put it behind the middleware that
-// authenticates it, or an attacker can mint keys to dodge the limit.
+// key ("X-API-Key"), as "apikey:" followed by the value. A request without
+// the header, or with an empty one, is answered 400 (the error matches
+// ErrNoKey); a value longer than MaxKeyLen bytes is answered 431 Request
+// Header Fields Too Large rather than stored. When the header comes more
+// than once, the first line counts, as with http.Header.Get, which is what
+// most authentication middleware reads.
+//
+// The key reaches the store as sent. If it is a secret and the store is
+// shared (Redis), wrap the extractor in KeyHashed so that the store only
+// ever sees a digest. The limiter does not check the key is genuine: put
+// it behind the middleware that authenticates it, or an attacker can mint
+// keys to dodge the limit. An empty name is a configuration error,
+// reported by New.
 func KeyByHeader(name string) KeyFunc {
+	if name == "" || strings.ContainsAny(name, " \t\r\n:") {
+		return brokenKeyFunc(fmt.Errorf("ratelimit: KeyByHeader: invalid header name %q", name))
+	}
 	name = textproto.CanonicalMIMEHeaderKey(name)
-	missing := &KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: missing " + name + " header"}
+	missing := noKey(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: missing " + name + " header"})
 	tooLong := &KeyError{Status: http.StatusRequestHeaderFieldsTooLarge, Message: "431 Request Header Fields Too Large: " + name + " is too long"}
 	return func(r *http.Request) (string, error) {
 		v := r.Header[name]
@@ -49,3 +92,300 @@ func KeyByHeader(name string) KeyFunc {
 		return "apikey:" + v[0], nil
 	}
 }
+
+// KeyByContext keys requests by an identity that earlier middleware has
+// verified and put in the request's context (a user or tenant ID from a
+// session, an mTLS client certificate, a JWT your auth layer already
+// checked), as "id:" followed by the identity. It is the usual choice when
+// authentication runs before the limiter: nothing is parsed twice, and
+// nothing the client sent is trusted here. id reports the identity of a
+// context, or false when it holds none; a request without one (or with an
+// empty one) is answered 401 without a challenge, the error matching
+// ErrNoKey so that KeyFirst can fall back, say, to KeyByIP for anonymous
+// callers. A nil id is a configuration error, reported by New.
+func KeyByContext(id func(ctx context.Context) (string, bool)) KeyFunc {
+	if id == nil {
+		return brokenKeyFunc(errors.New("ratelimit: KeyByContext: nil identity function"))
+	}
+	missing := noKey(&KeyError{Status: http.StatusUnauthorized, Message: "401 Unauthorized: authentication required"})
+	return func(r *http.Request) (string, error) {
+		v, ok := id(r.Context())
+		if !ok || v == "" {
+			return "", missing
+		}
+		return "id:" + v, nil
+	}
+}
+
+// KeyFirst returns the key of the first extractor in fns that finds one,
+// for a chain such as a verified user, else an API key, else the client
+// IP:
+//
+//	ratelimit.KeyFirst(ratelimit.KeyByJWTSubject(pub), ratelimit.KeyByHeader("X-API-Key"), ratelimit.KeyByIP())
+//
+// An extractor passes to the next only when the request carries no key of
+// its kind (its error matches ErrNoKey). Any other error, such as a forged
+// or expired token or an oversized key, is the answer: a client that
+// presents a bad credential is told so rather than quietly counted as
+// someone else. When no extractor finds a key, the first one's error is
+// the answer, so a lone 401 challenge asks for the preferred credential.
+// Keys keep their kind prefixes, so the kinds never share a count. No
+// extractors, or a nil one, is a configuration error, reported by New.
+func KeyFirst(fns ...KeyFunc) KeyFunc {
+	if err := checkKeyFuncs("KeyFirst", fns); err != nil {
+		return brokenKeyFunc(err)
+	}
+	fns = append([]KeyFunc(nil), fns...)
+	return func(r *http.Request) (string, error) {
+		var first error
+		for _, f := range fns {
+			k, err := f(r)
+			if err == nil {
+				return k, nil
+			}
+			if !errors.Is(err, ErrNoKey) {
+				return "", err
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		return "", first
+	}
+}
+
+// KeyJoin returns a key made of the keys of all of fns, for quotas per
+// client and endpoint:
+//
+//	ratelimit.KeyJoin(ratelimit.KeyByIP(), ratelimit.KeyByRoute())
+//
+// gives "ip:192.0.2.1|route:POST /login". Each part is escaped ("%" as
+// "%25", "|" as "%7C") before the parts are joined with "|", so two
+// different lists of parts never make the same key. The first error of an
+// extractor is the answer. No extractors, or a nil one, is a
+// configuration error, reported by New.
+func KeyJoin(fns ...KeyFunc) KeyFunc {
+	if err := checkKeyFuncs("KeyJoin", fns); err != nil {
+		return brokenKeyFunc(err)
+	}
+	fns = append([]KeyFunc(nil), fns...)
+	return func(r *http.Request) (string, error) {
+		var parts [8]string
+		ks := parts[:0]
+		for _, f := range fns {
+			k, err := f(r)
+			if err != nil {
+				return "", err
+			}
+			ks = append(ks, k)
+		}
+		return joinKeys(ks), nil
+	}
+}
+
+// joinKeys escapes each key and joins them with "|".
+func joinKeys(ks []string) string {
+	if len(ks) == 1 {
+		return escapeKeyPart(ks[0])
+	}
+	n := len(ks) - 1
+	for _, k := range ks {
+		n += len(k) + 2*strings.Count(k, "%") + 2*strings.Count(k, "|")
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, k := range ks {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		for j := 0; j < len(k); j++ {
+			switch k[j] {
+			case '%':
+				b.WriteString("%25")
+			case '|':
+				b.WriteString("%7C")
+			default:
+				b.WriteByte(k[j])
+			}
+		}
+	}
+	return b.String()
+}
+
+func escapeKeyPart(k string) string {
+	if !strings.ContainsAny(k, "%|") {
+		return k
+	}
+	return strings.NewReplacer("%", "%25", "|", "%7C").Replace(k)
+}
+
+// KeyByRoute keys requests by the http.ServeMux pattern that matched them
+// (Request.Pattern), as "route:" followed by the pattern ("route:GET
+// /items/{id}"), for per-endpoint quotas with KeyJoin. Patterns are the
+// server's own, so a client cannot mint new keys by varying the path, as
+// it could if the key were the raw path. The limiter must then sit inside
+// the route (mux.Handle("POST /login", l.Handler(h))): a request that did
+// not come through a ServeMux pattern is answered 500, since it reveals a
+// misplaced middleware, not a bad request.
+func KeyByRoute() KeyFunc {
+	unrouted := &KeyError{Status: http.StatusInternalServerError, Message: "500 Internal Server Error: rate-limit key misconfigured"}
+	return func(r *http.Request) (string, error) {
+		if r.Pattern == "" {
+			return "", unrouted
+		}
+		return "route:" + r.Pattern, nil
+	}
+}
+
+// KeyByMethod keys requests by their method, as "method:GET", for
+// separate quotas for reads and writes with KeyJoin. Methods other than
+// the nine of RFC 9110 and PATCH share the key "method:other", so that a
+// client cannot mint keys with made-up methods.
+func KeyByMethod() KeyFunc {
+	return func(r *http.Request) (string, error) {
+		switch r.Method {
+		case "", http.MethodGet:
+			return "method:GET", nil
+		case http.MethodHead:
+			return "method:HEAD", nil
+		case http.MethodPost:
+			return "method:POST", nil
+		case http.MethodPut:
+			return "method:PUT", nil
+		case http.MethodPatch:
+			return "method:PATCH", nil
+		case http.MethodDelete:
+			return "method:DELETE", nil
+		case http.MethodConnect:
+			return "method:CONNECT", nil
+		case http.MethodOptions:
+			return "method:OPTIONS", nil
+		case http.MethodTrace:
+			return "method:TRACE", nil
+		}
+		return "method:other", nil
+	}
+}
+
+// KeyHashed returns k with each key replaced by a digest of it before it
+// reaches the store: the key's kind, ".sha256:", and the first 128 bits of
+// the SHA-256 of the whole key in unpadded base64url, as
+// "apikey.sha256:3q2-7wAAAAAAAAAAAAAAAA". Use it for keys that are secrets
+// (API keys), so that a store shared with other systems (Redis, its
+// backups, its monitoring) never holds them, and for keys of unbounded
+// length, whose digest is 22 bytes after the kind. 128 bits keep
+// accidental collisions out of reach (2^64 keys for an even chance), and
+// the digest is unsalted so that every server of a fleet maps a key to the
+// same count. It is not a password hash: a low-entropy secret could be
+// found by guessing. Errors of k pass through unchanged. A nil k is a
+// configuration error, reported by New.
+func KeyHashed(k KeyFunc) KeyFunc {
+	if err := checkKeyFuncs("KeyHashed", []KeyFunc{k}); err != nil {
+		return brokenKeyFunc(err)
+	}
+	return func(r *http.Request) (string, error) {
+		key, err := k(r)
+		if err != nil {
+			return "", err
+		}
+		return hashKey(key), nil
+	}
+}
+
+// hashKey returns the digest form of key described at KeyHashed.
+func hashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	kind := "key"
+	if i := strings.IndexByte(key, ':'); i > 0 && i <= 32 && isKind(key[:i]) {
+		kind = key[:i]
+	}
+	const suffix = ".sha256:"
+	var buf [32 + len(suffix) + 22]byte
+	b := append(buf[:0], kind...)
+	b = append(b, suffix...)
+	b = base64.RawURLEncoding.AppendEncode(b, sum[:16])
+	return string(b)
+}
+
+// isKind reports whether s is a plausible kind prefix: lower-case letters,
+// digits, '-', '_' and '.'.
+func isKind(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkKeyFuncs reports a nil or misconfigured KeyFunc among fns, for the
+// combinators, so that New sees through them.
+func checkKeyFuncs(who string, fns []KeyFunc) error {
+	if len(fns) == 0 {
+		return fmt.Errorf("ratelimit: %s: no KeyFuncs", who)
+	}
+	var errs []error
+	for i, f := range fns {
+		if f == nil {
+			errs = append(errs, fmt.Errorf("ratelimit: %s: KeyFunc %d is nil", who, i))
+			continue
+		}
+		errs = append(errs, keyFuncError(f))
+	}
+	return errors.Join(errs...)
+}
+
+// Configuration errors of extractors.
+//
+// An extractor's constructor returns a KeyFunc, not an error, so that
+// New(limit, window, KeyByIP(opts...)) reads as it does; yet an invalid
+// option must not pass unnoticed, nor panic. So a constructor given an
+// invalid configuration returns a KeyFunc that answers every request with
+// 500 and records its error here, under the KeyFunc's identity, where New
+// (through keyFuncError) finds it and reports it with the other
+// configuration errors. Valid KeyFuncs are never recorded, so the record
+// only grows with misconfigured ones, which programs create at most a few
+// times at start-up.
+var brokenKeyFuncs sync.Map // funcID(KeyFunc) -> error
+
+// brokenKeyFunc returns a KeyFunc that New refuses with err, and that
+// answers any request it is called for anyway with 500.
+func brokenKeyFunc(err error) KeyFunc {
+	e := &configError{
+		cause: err,
+		ke:    &KeyError{Status: http.StatusInternalServerError, Message: "500 Internal Server Error: rate-limit key misconfigured"},
+	}
+	// The closure captures e, so every call makes a new closure, whose
+	// address is unique for as long as the record keeps it alive.
+	f := KeyFunc(func(*http.Request) (string, error) { return "", e })
+	brokenKeyFuncs.Store(funcID(f), err)
+	return f
+}
+
+// keyFuncError returns the configuration error recorded for f, or nil.
+func keyFuncError(f KeyFunc) error {
+	if f == nil {
+		return nil
+	}
+	if err, ok := brokenKeyFuncs.Load(funcID(f)); ok {
+		return err.(error)
+	}
+	return nil
+}
+
+// funcID returns the identity of a func value: a func value is one
+// pointer, to the closure (code pointer and captured variables), which
+// differs between closures made by different calls. reflect's Pointer
+// gives the code pointer instead, shared by all closures of one literal.
+func funcID(f KeyFunc) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
+
+// configError is what a misconfigured KeyFunc returns: its text is the
+// configuration error, for logs and OnError; the response is a 500.
+type configError struct {
+	cause error
+	ke    *KeyError
+}
+
+func (e *configError) Error() string   { return e.cause.Error() }
+func (e *configError) Unwrap() []error { return []error{e.ke, e.cause} }

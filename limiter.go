@@ -70,6 +70,7 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 	if key == nil {
 		errs = append(errs, errors.New("ratelimit: nil KeyFunc: say what to limit by, e.g. KeyByIP()"))
 	}
+	errs = append(errs, keyFuncError(key)) // an extractor built from invalid options
 	for _, o := range opts {
 		if o == nil {
 			errs = append(errs, errors.New("ratelimit: nil option"))
