@@ -2,6 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,17 +42,24 @@ func memoryUsage(t testing.TB, c redis.UniversalClient, k string) int64 {
 }
 
 // keyBytes measures, at 1 and 300 requests in the window, the bytes Redis
-// spends on one client's log kept by the store and by the sorted-set
-// script, under key names of the same length.
-func keyBytes(t testing.TB, c redis.UniversalClient) (list, zset [2]int64) {
+// spends on one client's log kept by the store under prefix and by the
+// sorted-set script under a key name of the same length. It deletes the
+// keys it made when t ends.
+func keyBytes(t testing.TB, c redis.UniversalClient, prefix string) (list, zset [2]int64) {
 	t.Helper()
-	st, p := newStore(t, c, redisstore.WithTimeout(5*time.Second))
+	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	pol := []ratelimit.Policy{{Name: "default", Limit: 300, Window: time.Minute}}
+	var b [8]byte
+	rand.Read(b[:])
 	for i, n := range []int{1, 300} {
-		key := strings.Repeat("k", i+1)
-		lk := logKey(p, key, "default", "60s")
-		zk := strings.Replace(lk, "default", "zsetlog", 1)
+		key := "memory-" + hex.EncodeToString(b[:]) + strconv.Itoa(i)
+		lk := logKey(prefix, key, "default", "60s")
+		zk := strings.Replace(lk, "default", "zsetlg", 1) // the same length
+		t.Cleanup(func() { c.Unlink(ctx, lk, zk, zk+":seq") })
 		for range n {
 			if res, err := st.Take(ctx, key, pol, 1); err != nil || !res.Allowed {
 				t.Fatalf("Take: %+v, %v", res, err)
@@ -71,7 +81,7 @@ func keyBytes(t testing.TB, c redis.UniversalClient) (list, zset [2]int64) {
 // so only the figures are logged.
 func TestMemoryUsage(t *testing.T) {
 	c := sharedClient(t)
-	list, zset := keyBytes(t, c)
+	list, zset := keyBytes(t, c, testPrefix(t, c))
 	t.Logf("MEMORY USAGE at 1 and 300 requests: list %d and %d bytes (%.1f a request), sorted set %d and %d (%.1f)",
 		list[0], list[1], float64(list[1])/300, zset[0], zset[1], float64(zset[1])/300)
 	if list[1] > 16*300 {

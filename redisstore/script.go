@@ -28,30 +28,39 @@ import (
 //   - Eviction finds the instants at or before now - window by galloping
 //     from the head and then bisecting, so a key that drains many instants
 //     at once costs O(log n) LINDEX calls, and one LTRIM removes them.
+//   - Each redis.call costs about a microsecond of the server's time, so
+//     the common paths make few: a refusal reads TIME, LLEN and both ends
+//     of each log; an admission adds RPUSH and PEXPIRE.
 //   - The TTL is set on every write to the time until the newest instant
 //     leaves the window; LTRIM keeps it, so no key is ever without one.
 const takeScript = `
 local t = redis.call('TIME')
 local server = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now = server
-for i = 1, #KEYS do
-  local last = redis.call('LINDEX', KEYS[i], -1)
-  if last then
-    last = tonumber(last)
-    if last > now then now = last end
-  end
-end
 local cost = tonumber(ARGV[1])
 
 local function at(k, i)
   return tonumber(redis.call('LINDEX', k, i))
 end
 
--- evict drops the instants at or before cut from k, which holds n of them,
--- and returns how many are left.
-local function evict(k, n, cut)
-  if n == 0 or at(k, 0) > cut then
-    return n
+-- Read each log's length and ends; now is the newest instant of any.
+local now = server
+local counts, heads = {}, {}
+for i = 1, #KEYS do
+  local n = redis.call('LLEN', KEYS[i])
+  counts[i] = n
+  if n > 0 then
+    heads[i] = at(KEYS[i], 0)
+    local last = at(KEYS[i], -1)
+    if last > now then now = last end
+  end
+end
+
+-- evict drops the instants at or before cut from log i and updates its
+-- count and head.
+local function evict(i, cut)
+  local k, n = KEYS[i], counts[i]
+  if n == 0 or heads[i] > cut then
+    return
   end
   -- c, the number of instants <= cut, lies in [lo, hi].
   local lo, hi, step = 1, n, 1
@@ -70,26 +79,28 @@ local function evict(k, n, cut)
   end
   if lo == n then
     redis.call('DEL', k)
+    heads[i] = nil
   else
     redis.call('LTRIM', k, lo, -1)
+    heads[i] = at(k, 0)
   end
-  return n - lo
+  counts[i] = n - lo
 end
 
-local counts, oldest = {}, {}
 local worst, wretry, wrem, wreset = 0, 0, 0, 0
 for i = 1, #KEYS do
-  local k = KEYS[i]
   local limit, window = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
-  local n = evict(k, redis.call('LLEN', k), now - window)
-  counts[i] = n
-  if n > 0 then oldest[i] = at(k, 0) end
+  evict(i, now - window)
+  local n = counts[i]
   if n + cost > limit then
     -- cost <= limit, so n > 0 here and the index lies in [0, n).
-    local retry = at(k, n + cost - limit - 1) + window - now
+    local j = n + cost - limit - 1
+    local leave = heads[i]
+    if j > 0 then leave = at(KEYS[i], j) end
+    local retry = leave + window - now
     if worst == 0 or retry > wretry then
       worst, wretry = i, retry
-      wrem, wreset = math.max(limit - n, 0), oldest[i] + window - now
+      wrem, wreset = math.max(limit - n, 0), heads[i] + window - now
     end
   end
 end
@@ -112,7 +123,7 @@ for i = 1, #KEYS do
   end
   redis.call('PEXPIRE', k, math.ceil((now + window - server) / 1000))
   local rem = limit - counts[i] - cost
-  local reset = (oldest[i] or now) + window - now
+  local reset = (heads[i] or now) + window - now
   if best == 0 or rem < brem or (rem == brem and reset > breset) then
     best, brem, breset = i, rem, reset
   end

@@ -112,8 +112,16 @@ func scanKeys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 
 func deleteKeys(t testing.TB, c redis.UniversalClient, prefix string) {
 	t.Helper()
-	for _, k := range scanKeys(t, c, prefix) {
-		c.Del(context.Background(), k)
+	ctx := context.Background()
+	keys := scanKeys(t, c, prefix)
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		pipe := c.Pipeline()
+		for _, k := range keys[:n] {
+			pipe.Unlink(ctx, k) // one key a command: Cluster slots differ
+		}
+		pipe.Exec(ctx)
+		keys = keys[n:]
 	}
 }
 
