@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"strconv"
@@ -23,7 +24,8 @@ import (
 // ns/op (wall time over all callers: 1e9 / decisions a second) they report
 // each call's latency, p50 and p99, and the share of calls allowed.
 //
-//	go test -run '^$' -bench . -count 6 | tee bench.txt && benchstat bench.txt
+//	go test -run '^$' -bench . -count 6 | tee bench.txt
+//	benchstat -col /impl bench.txt
 
 // benchCallers are the concurrent callers each benchmark runs with.
 var benchCallers = []int{1, 8, 32}
@@ -85,20 +87,6 @@ func runCallers(b *testing.B, callers int, op func(ctx context.Context, i int) (
 	b.ReportMetric(float64(allowed.Load())/float64(b.N), "allowed/op")
 }
 
-func benchName(callers int) string { return "callers=" + strconv.Itoa(callers) }
-
-// BenchmarkPing is the floor: a bare PING round trip.
-func BenchmarkPing(b *testing.B) {
-	c := sharedClient(b)
-	for _, n := range benchCallers {
-		b.Run(benchName(n), func(b *testing.B) {
-			runCallers(b, n, func(ctx context.Context, _ int) (bool, error) {
-				return true, c.Ping(ctx).Err()
-			})
-		})
-	}
-}
-
 // benchKey returns the client key of call i: the one hot key, or one of
 // benchKeys in turn.
 func benchKey(hot bool, i int) string {
@@ -108,44 +96,49 @@ func benchKey(hot bool, i int) string {
 	return "key-" + strconv.Itoa(i%benchKeys)
 }
 
-// BenchmarkTake is the store's decisions.
-func BenchmarkTake(b *testing.B) {
+// BenchmarkDecision runs, on the same client and server, the store
+// (impl=store), github.com/go-redis/redis_rate/v10 with the same quota
+// (impl=redis_rate) and the floor, a bare PING (impl=ping), so that
+//
+//	benchstat -col /impl bench.txt
+//
+// sets them side by side with their ratios.
+func BenchmarkDecision(b *testing.B) {
 	c := sharedClient(b)
-	for _, hot := range []bool{true, false} {
-		for _, n := range benchCallers {
-			b.Run(map[bool]string{true: "hot", false: "keys=10000"}[hot]+"/"+benchName(n), func(b *testing.B) {
-				st, err := redisstore.New(c, redisstore.WithPrefix(testPrefix(b, c)), redisstore.WithTimeout(time.Second))
-				if err != nil {
-					b.Fatal(err)
-				}
-				runCallers(b, n, func(ctx context.Context, i int) (bool, error) {
-					res, err := st.Take(ctx, benchKey(hot, i), benchPolicy, 1)
-					return res.Allowed, err
-				})
-			})
-		}
-	}
-}
-
-// BenchmarkRedisRate is github.com/go-redis/redis_rate/v10 on the same
-// server and client, with the same quota.
-func BenchmarkRedisRate(b *testing.B) {
-	c := sharedClient(b)
-	lim := redis_rate.NewLimiter(c)
+	rr := redis_rate.NewLimiter(c)
 	quota := redis_rate.PerMinute(benchPolicy[0].Limit)
 	for _, hot := range []bool{true, false} {
 		for _, n := range benchCallers {
-			b.Run(map[bool]string{true: "hot", false: "keys=10000"}[hot]+"/"+benchName(n), func(b *testing.B) {
-				p := testPrefix(b, c)
-				b.Cleanup(func() { deleteKeys(b, c, "rate:"+p) }) // redis_rate's own prefix
-				runCallers(b, n, func(ctx context.Context, i int) (bool, error) {
-					res, err := lim.Allow(ctx, p+benchKey(hot, i), quota)
-					if err != nil {
-						return false, err
+			for _, impl := range []string{"ping", "store", "redis_rate"} {
+				name := fmt.Sprintf("keys=%s/callers=%d/impl=%s", map[bool]string{true: "hot", false: "10000"}[hot], n, impl)
+				b.Run(name, func(b *testing.B) {
+					p := testPrefix(b, c)
+					var op func(ctx context.Context, i int) (bool, error)
+					switch impl {
+					case "ping":
+						op = func(ctx context.Context, _ int) (bool, error) { return true, c.Ping(ctx).Err() }
+					case "store":
+						st, err := redisstore.New(c, redisstore.WithPrefix(p), redisstore.WithTimeout(10*time.Second))
+						if err != nil {
+							b.Fatal(err)
+						}
+						op = func(ctx context.Context, i int) (bool, error) {
+							res, err := st.Take(ctx, benchKey(hot, i), benchPolicy, 1)
+							return res.Allowed, err
+						}
+					case "redis_rate":
+						b.Cleanup(func() { deleteKeys(b, c, "rate:"+p) }) // redis_rate's own prefix
+						op = func(ctx context.Context, i int) (bool, error) {
+							res, err := rr.Allow(ctx, p+benchKey(hot, i), quota)
+							if err != nil {
+								return false, err
+							}
+							return res.Allowed > 0, nil
+						}
 					}
-					return res.Allowed > 0, nil
+					runCallers(b, n, op)
 				})
-			})
+			}
 		}
 	}
 }

@@ -28,10 +28,10 @@
 //
 //	<prefix>{<hex SHA-256 of the key>}:<policy name>:<window>
 //
-// for example "ratelimit:{9f86d0…0f00a08}:default:60s". The braces are a
-// Redis Cluster hash tag: all the policies of one client live in one slot,
-// so the script may touch them together, while different clients spread
-// over the whole cluster.
+// for example "ratelimit:{fec525…902b02}:default:60s" for the key
+// "203.0.113.7". The braces are a Redis Cluster hash tag: all the policies
+// of one client live in one slot, so the script may touch them together,
+// while different clients spread over the whole cluster.
 //
 // A log is a list of integer microsecond instants, oldest at the head.
 // Redis stores such a list as a listpack of 64-bit integers, about 10 bytes

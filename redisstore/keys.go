@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slidelog/ratelimit"
@@ -28,10 +29,16 @@ func keys(prefix, key string, policies []ratelimit.Policy) []string {
 	hex.Encode(tag[1:], sum[:])
 	tag[len(tag)-2] = '}'
 	tag[len(tag)-1] = ':'
-	base := prefix + string(tag[:])
 	ks := make([]string, len(policies))
 	for i, p := range policies {
-		ks[i] = base + p.Name + ":" + windowName(p.Window)
+		var b strings.Builder
+		b.Grow(len(prefix) + len(tag) + len(p.Name) + 24)
+		b.WriteString(prefix)
+		b.Write(tag[:])
+		b.WriteString(p.Name)
+		b.WriteByte(':')
+		b.WriteString(windowName(p.Window))
+		ks[i] = b.String()
 	}
 	return ks
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,16 +47,23 @@ func redisAddr() string {
 // answers.
 func sharedClient(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: redisAddr(), ContextTimeoutEnabled: true, PoolSize: 64})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
+	if err := probeShared(); err != nil {
 		skipOrFail(t, "redisstore: no Redis at %s (set REDIS_ADDR): %v", redisAddr(), err)
 	}
+	c := redis.NewClient(&redis.Options{Addr: redisAddr(), ContextTimeoutEnabled: true, PoolSize: 64})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// probeShared pings the shared server once, so that without one every
+// test skips at once instead of waiting for its own ping to time out.
+var probeShared = sync.OnceValue(func() error {
+	c := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
+})
 
 // testPrefix returns a key prefix unique to this run of t, and deletes
 // every key under it when t ends, so tests share a server without
