@@ -110,6 +110,7 @@ func TestTakeErrors(t *testing.T) {
 		{"zero cost", pol, 0, "cost must be at least 1"},
 		{"cost over limit", pol, 4, ratelimit.ErrCostExceedsLimit.Error()},
 		{"sub-microsecond window", []ratelimit.Policy{{Name: "x", Limit: 1, Window: time.Nanosecond}}, 1, "window >= 1µs"},
+		{"name used twice", append(pol, ratelimit.Policy{Name: "default", Limit: 9, Window: time.Hour}), 1, `"default" used twice`},
 	}
 	for _, tt := range tests {
 		_, err := st.Take(t.Context(), "k", tt.policies, tt.cost)

@@ -159,9 +159,15 @@ func checkTake(policies []ratelimit.Policy, cost int) error {
 	if cost < 1 {
 		return errors.New("ratelimit: redisstore: Take: cost must be at least 1")
 	}
-	for _, p := range policies {
+	for i, p := range policies {
 		if p.Window < time.Microsecond || p.Limit < 1 {
 			return fmt.Errorf("ratelimit: redisstore: Take: policy %q: want a limit >= 1 and a window >= 1µs", p.Name)
+		}
+		for _, q := range policies[:i] {
+			// They would share a log and count each request twice.
+			if q.Name == p.Name {
+				return fmt.Errorf("ratelimit: redisstore: Take: policy name %q used twice", p.Name)
+			}
 		}
 		if cost > p.Limit {
 			return ratelimit.ErrCostExceedsLimit
