@@ -50,7 +50,8 @@ for i = 1, #KEYS do
   counts[i] = n
   if n > 0 then
     heads[i] = at(KEYS[i], 0)
-    local last = at(KEYS[i], -1)
+    local last = heads[i]
+    if n > 1 then last = at(KEYS[i], -1) end
     if last > now then now = last end
   end
 end
