@@ -1,0 +1,113 @@
+package redisstore_test
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/redisstore"
+)
+
+// startCluster forms a Redis Cluster of three masters on loopback ports and
+// returns a client of it. It skips t (fails it under
+// RATELIMIT_REQUIRE_REDIS=1) when redis-cli is missing.
+func startCluster(t *testing.T) *redis.ClusterClient {
+	t.Helper()
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		skipOrFail(t, "redisstore: redis-cli not installed: %v", err)
+	}
+	var addrs []string
+	for range 3 {
+		s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000")
+		addrs = append(addrs, s.addr)
+	}
+	out, err := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...),
+		"--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, a := range addrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		waitFor(t, 20*time.Second, "cluster_state:ok on "+a, func() bool {
+			info, err := n.ClusterInfo(context.Background()).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok")
+		})
+		n.Close()
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestCluster spreads 10,000 keys, each checked against two policies in
+// one script, over a three-master cluster: no CROSSSLOT or other error,
+// every master holds some, each key's policies share a slot, and every
+// key has a TTL.
+func TestCluster(t *testing.T) {
+	c := startCluster(t)
+	st, err := redisstore.New(c, redisstore.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := []ratelimit.Policy{
+		{Name: "default", Limit: 10, Window: time.Minute},
+		{Name: "hour", Limit: 100, Window: time.Hour},
+	}
+	const keys = 10_000
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := g; i < keys; i += 8 {
+				res, err := st.Take(context.Background(), "client-"+strconv.Itoa(i), pol, 1)
+				if err != nil {
+					t.Errorf("key %d: %v", i, err)
+					return
+				}
+				if !res.Allowed {
+					t.Errorf("key %d: refused", i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var mu sync.Mutex
+	perMaster := map[string]int64{}
+	err = c.ForEachMaster(context.Background(), func(ctx context.Context, n *redis.Client) error {
+		size, err := n.DBSize(ctx).Result()
+		mu.Lock()
+		perMaster[n.Options().Addr] = size
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("keys per master: %v", perMaster)
+	var total int64
+	for a, n := range perMaster {
+		if n == 0 {
+			t.Errorf("master %s holds no keys", a)
+		}
+		total += n
+	}
+	if len(perMaster) != 3 || total != 2*keys {
+		t.Errorf("%d masters holding %d keys, want 3 holding %d", len(perMaster), total, 2*keys)
+	}
+	for _, i := range []int{0, 4242, keys - 1} {
+		k := "client-" + strconv.Itoa(i)
+		a := c.ClusterKeySlot(context.Background(), logKey(redisstore.DefaultPrefix, k, "default", "60s")).Val()
+		b := c.ClusterKeySlot(context.Background(), logKey(redisstore.DefaultPrefix, k, "hour", "3600s")).Val()
+		if a != b {
+			t.Errorf("%s: policies in slots %d and %d, want one", k, a, b)
+		}
+	}
+	checkTTLs(t, c, redisstore.DefaultPrefix)
+}

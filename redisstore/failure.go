@@ -1,0 +1,61 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/slidelog/ratelimit"
+)
+
+// FailurePolicy says what a Store does with a request when Redis fails or
+// does not answer within the timeout. Every failure is counted first (see
+// Store.Failures and WithFailureHook), whatever the policy.
+type FailurePolicy int
+
+const (
+	// FailClosed returns an error wrapping ErrUnavailable. The middleware
+	// answers it with its error handler, by default 503 Service
+	// Unavailable with Retry-After: 1 (or lets the request through if the
+	// limiter was built WithFailOpen).
+	FailClosed FailurePolicy = iota
+	// FailOpen allows the request without counting it anywhere. The
+	// Result reports the tightest policy with Remaining = Limit - cost and
+	// no Reset, as if the key were fresh. Protection is off while Redis is
+	// down.
+	FailOpen
+	// FailLocal decides with a store local to the process (a memory store
+	// made by New, or the one given WithFallback). Each server then
+	// enforces the limit on its own, so a fleet of N servers admits up to
+	// N x limit per key while Redis is down; requests decided locally are
+	// not counted in Redis when it returns.
+	FailLocal
+)
+
+func (p FailurePolicy) String() string {
+	switch p {
+	case FailClosed:
+		return "FailClosed"
+	case FailOpen:
+		return "FailOpen"
+	case FailLocal:
+		return "FailLocal"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", int(p))
+}
+
+// ErrUnavailable is wrapped by the error Take returns under FailClosed
+// when Redis fails; errors.Is finds it, and the wrapped cause too.
+var ErrUnavailable = errors.New("ratelimit: redisstore: redis unavailable")
+
+// openResult is the Result of a request let through by FailOpen: the
+// policy with the fewest remaining if the key were fresh (ties to the
+// longer window), since nothing is known of its real standing.
+func openResult(policies []ratelimit.Policy, cost int) ratelimit.Result {
+	best := policies[0]
+	for _, p := range policies[1:] {
+		if p.Limit < best.Limit || p.Limit == best.Limit && p.Window > best.Window {
+			best = p
+		}
+	}
+	return ratelimit.Result{Allowed: true, Limit: best.Limit, Remaining: best.Limit - cost, Policy: best.Name}
+}

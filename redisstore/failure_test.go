@@ -1,0 +1,229 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/redisstore"
+)
+
+// slack is how long past the store's timeout a call may return: goroutine
+// scheduling on a loaded two-core machine under -race, not Redis.
+const slack = 100 * time.Millisecond
+
+// load runs g goroutines taking from their own keys until stop is closed,
+// and checks every call: it returns within the store's timeout (plus
+// slack), and either decides or fails as the policy says.
+type load struct {
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	maxDelay time.Duration
+	calls    int
+	bad      []error
+}
+
+func startLoad(st ratelimit.Store, g int, policy redisstore.FailurePolicy) *load {
+	l := &load{stop: make(chan struct{})}
+	pol := []ratelimit.Policy{{Name: "default", Limit: 1_000_000, Window: time.Minute}}
+	for i := range g {
+		key := "load-" + string(rune('a'+i))
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				start := time.Now()
+				res, err := st.Take(context.Background(), key, pol, 1)
+				d := time.Since(start)
+				l.mu.Lock()
+				l.calls++
+				l.maxDelay = max(l.maxDelay, d)
+				switch {
+				case err != nil && (policy != redisstore.FailClosed || !errors.Is(err, redisstore.ErrUnavailable)):
+					l.bad = append(l.bad, err)
+				case err == nil && !res.Allowed:
+					l.bad = append(l.bad, errors.New("load request refused"))
+				}
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l
+}
+
+func (l *load) end(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	t.Logf("load: %d calls, slowest %v", l.calls, l.maxDelay)
+	if l.maxDelay > timeout+slack {
+		t.Errorf("slowest call %v, want within the timeout %v (+%v slack)", l.maxDelay, timeout, slack)
+	}
+	for i, err := range l.bad {
+		if i == 5 {
+			t.Errorf("... %d more", len(l.bad)-5)
+			break
+		}
+		t.Errorf("load: %v", err)
+	}
+}
+
+// waitFor polls cond every 10 ms until it holds or d has passed. It waits
+// for another process (a restarted server, a reconnecting pool), not for
+// the clock.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRedisDown stops the store's Redis under load and starts it again:
+// every policy behaves as documented while it is down, no call outlives
+// the timeout, and the store uses Redis again once it is back.
+func TestRedisDown(t *testing.T) {
+	for _, fp := range []redisstore.FailurePolicy{redisstore.FailClosed, redisstore.FailOpen, redisstore.FailLocal} {
+		t.Run(fp.String(), func(t *testing.T) {
+			srv := startServer(t)
+			c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { c.Close() })
+			var hooked atomic.Uint64
+			st, err := redisstore.New(c, redisstore.WithFailurePolicy(fp),
+				redisstore.WithFailureHook(func(error) { hooked.Add(1) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			ctx := context.Background()
+			pol := []ratelimit.Policy{{Name: "default", Limit: 5, Window: time.Minute}}
+			takeN := func(key string, n int) (allowed int, errs []error) {
+				for range n {
+					res, err := st.Take(ctx, key, pol, 1)
+					if err != nil {
+						errs = append(errs, err)
+					} else if res.Allowed {
+						allowed++
+					}
+				}
+				return allowed, errs
+			}
+
+			if a, errs := takeN("up", 6); a != 5 || errs != nil {
+				t.Fatalf("Redis up: allowed %d of 6, errors %v; want 5, none", a, errs)
+			}
+			l := startLoad(st, 4, fp)
+			srv.stop()
+			waitFor(t, 5*time.Second, "failures under load", func() bool { return st.Failures() >= 20 })
+
+			switch fp {
+			case redisstore.FailClosed:
+				_, err := st.Take(ctx, "up", pol, 1)
+				if !errors.Is(err, redisstore.ErrUnavailable) {
+					t.Errorf("Redis down: error %v, want ErrUnavailable", err)
+				}
+				lim, err := ratelimit.New(5, time.Minute, ratelimit.KeyByHeader("X-Key"), ratelimit.WithStore(st))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := httptest.NewRecorder()
+				req := httptest.NewRequest("GET", "/", nil)
+				req.Header.Set("X-Key", "m")
+				lim.Handler(http.NotFoundHandler()).ServeHTTP(rec, req)
+				if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" {
+					t.Errorf("middleware: status %d, Retry-After %q; want 503, \"1\"", rec.Code, rec.Header().Get("Retry-After"))
+				}
+			case redisstore.FailOpen:
+				// "up" is full in Redis; open, everything passes.
+				if a, errs := takeN("up", 10); a != 10 || errs != nil {
+					t.Errorf("Redis down: allowed %d of 10, errors %v; want 10, none", a, errs)
+				}
+			case redisstore.FailLocal:
+				// The local store counts on its own, exactly.
+				if a, errs := takeN("local", 8); a != 5 || errs != nil {
+					t.Errorf("Redis down: allowed %d of 8, errors %v; want 5, none", a, errs)
+				}
+			}
+
+			srv.start()
+			waitFor(t, 10*time.Second, "recovery", func() bool {
+				before := st.Failures()
+				_, err := st.Take(ctx, "probe", pol, 1)
+				return err == nil && st.Failures() == before
+			})
+			l.end(t, redisstore.DefaultTimeout)
+			if a, errs := takeN("after", 7); a != 5 || errs != nil {
+				t.Errorf("Redis back: allowed %d of 7, errors %v; want 5, none", a, errs)
+			}
+			if n := len(scanKeys(t, c, redisstore.DefaultPrefix)); n < 2 {
+				t.Errorf("Redis back: %d keys in Redis, want the probe's and after's", n)
+			}
+			if h, f := hooked.Load(), st.Failures(); h != f || f == 0 {
+				t.Errorf("hook saw %d failures, Failures() = %d; want equal, > 0", h, f)
+			}
+		})
+	}
+}
+
+// TestSlowRedis puts a proxy that delays replies between the store and
+// Redis: calls return within the timeout however slow Redis is, with or
+// without ContextTimeoutEnabled on the client, and succeed again once it is
+// fast.
+func TestSlowRedis(t *testing.T) {
+	sharedClient(t) // skip without Redis
+	for _, bounded := range []bool{true, false} {
+		name := map[bool]string{true: "ContextTimeoutEnabled", false: "plain client"}[bounded]
+		t.Run(name, func(t *testing.T) {
+			px := startProxy(t, redisAddr())
+			c := redis.NewClient(&redis.Options{Addr: px.addr(), ContextTimeoutEnabled: bounded})
+			t.Cleanup(func() { c.Close() })
+			st, _ := newStore(t, c)
+			ctx := context.Background()
+			pol := []ratelimit.Policy{{Name: "default", Limit: 100, Window: time.Minute}}
+			if _, err := st.Take(ctx, "k", pol, 1); err != nil {
+				t.Fatalf("no delay: %v", err)
+			}
+			for _, delay := range []time.Duration{300 * time.Millisecond, time.Hour} {
+				px.setDelay(delay)
+				var wg sync.WaitGroup
+				for range 8 {
+					wg.Go(func() {
+						start := time.Now()
+						_, err := st.Take(ctx, "k", pol, 1)
+						d := time.Since(start)
+						if !errors.Is(err, redisstore.ErrUnavailable) {
+							t.Errorf("delay %v: error %v, want ErrUnavailable", delay, err)
+						}
+						if d > redisstore.DefaultTimeout+slack {
+							t.Errorf("delay %v: call took %v, want within %v (+%v slack)", delay, d, redisstore.DefaultTimeout, slack)
+						}
+					})
+				}
+				wg.Wait()
+			}
+			if f := st.Failures(); f != 16 {
+				t.Errorf("Failures() = %d, want 16", f)
+			}
+			px.setDelay(5 * time.Millisecond)
+			waitFor(t, 5*time.Second, "recovery", func() bool {
+				_, err := st.Take(ctx, "k", pol, 1)
+				return err == nil
+			})
+		})
+	}
+}

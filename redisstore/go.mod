@@ -1,0 +1,18 @@
+module github.com/slidelog/ratelimit/redisstore
+
+go 1.25
+
+require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/slidelog/ratelimit v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/sys v0.30.0 // indirect
+)
+
+replace github.com/slidelog/ratelimit => ../

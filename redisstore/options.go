@@ -1,0 +1,106 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/slidelog/ratelimit"
+)
+
+// An Option configures a Store in New. Options write into a private
+// configuration: defaults are laid first, options applied in order, and the
+// result validated once, so a bad option is an error from New.
+type Option func(*config)
+
+type config struct {
+	prefix    string
+	timeout   time.Duration
+	policy    FailurePolicy
+	fallback  ratelimit.Store
+	onFailure func(err error)
+	errs      []error
+}
+
+// DefaultTimeout bounds each call to Redis unless WithTimeout says
+// otherwise.
+const DefaultTimeout = 50 * time.Millisecond
+
+func defaultConfig() config {
+	return config{prefix: DefaultPrefix, timeout: DefaultTimeout, policy: FailClosed}
+}
+
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("ratelimit: redisstore: "+format, args...))
+}
+
+func (c *config) validate() error {
+	errs := c.errs
+	if c.fallback != nil && c.policy != FailLocal {
+		errs = append(errs, errors.New("ratelimit: redisstore: WithFallback needs WithFailurePolicy(FailLocal)"))
+	}
+	return errors.Join(errs...)
+}
+
+// WithPrefix starts every key the store writes with prefix (default
+// DefaultPrefix), to share a Redis database with other data or to keep
+// apart limiters whose keys could clash. The prefix may not contain braces:
+// the store places its own Cluster hash tag after it.
+func WithPrefix(prefix string) Option {
+	return func(c *config) {
+		if strings.ContainsAny(prefix, "{}") {
+			c.fail("WithPrefix(%q): braces would change the Cluster hash tag", prefix)
+		}
+		c.prefix = prefix
+	}
+}
+
+// WithTimeout bounds every call to Redis to d (default DefaultTimeout),
+// counted from when Take is called. A call that runs out of time is a
+// failure, handled by the FailurePolicy; it may still have been counted in
+// Redis.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail("WithTimeout(%v): want > 0", d)
+		}
+		c.timeout = d
+	}
+}
+
+// WithFailurePolicy says what Take does when Redis fails or times out
+// (default FailClosed).
+func WithFailurePolicy(p FailurePolicy) Option {
+	return func(c *config) {
+		if p < FailClosed || p > FailLocal {
+			c.fail("WithFailurePolicy: unknown policy %d", int(p))
+		}
+		c.policy = p
+	}
+}
+
+// WithFallback makes s the store that decides while Redis is failing,
+// under FailLocal, instead of a memory store that New makes. The caller
+// owns s: Store.Close does not close it.
+func WithFallback(s ratelimit.Store) Option {
+	return func(c *config) {
+		if s == nil {
+			c.fail("WithFallback: nil store")
+		}
+		c.fallback = s
+	}
+}
+
+// WithFailureHook calls fn with the error of every failed call to Redis,
+// before the FailurePolicy applies, to log it or count it. fn runs on the
+// request path: it must be fast and safe for simultaneous use. The error
+// never contains the client key.
+func WithFailureHook(fn func(err error)) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.fail("WithFailureHook: nil func")
+		}
+		c.onFailure = fn
+	}
+}
