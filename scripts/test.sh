@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RATELIMIT_REQUIRE_REDIS="${RATELIMIT_REQUIRE_REDIS:-1}"
+export REDIS_ADDR="${REDIS_ADDR:-127.0.0.1:6379}"
 
 for mod in . $(git ls-files '*/go.mod' | xargs -rn1 dirname); do
 	echo "== go test -race $mod"
