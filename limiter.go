@@ -72,8 +72,8 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 	}
 	errs = append(errs, keyFuncError(key)) // an extractor built from invalid options
 	for _, o := range opts {
-		if o == nil {
-			errs = append(errs, errors.New("ratelimit: nil option"))
+		if o.apply == nil {
+			errs = append(errs, errors.New("ratelimit: zero Option"))
 			continue
 		}
 		o.apply(&c)

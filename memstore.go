@@ -132,8 +132,8 @@ func NewMemoryStore(opts ...Option) (*MemoryStore, error) {
 	c := defaultConfig()
 	var errs []error
 	for _, o := range opts {
-		if o == nil {
-			errs = append(errs, errors.New("ratelimit: nil option"))
+		if o.apply == nil {
+			errs = append(errs, errors.New("ratelimit: zero Option"))
 			continue
 		}
 		if !o.memory {

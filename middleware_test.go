@@ -199,7 +199,7 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		{"negative window", 1, -time.Second, key, nil, []string{"window -1s"}},
 		{"nil key", 1, time.Minute, nil, nil, []string{"nil KeyFunc"}},
 		{"all at once", 0, 0, nil, nil, []string{"limit 0", "window 0s", "nil KeyFunc"}},
-		{"nil option", 1, time.Minute, key, []ratelimit.Option{nil}, []string{"nil option"}},
+		{"zero option", 1, time.Minute, key, []ratelimit.Option{{}}, []string{"zero Option"}},
 		{"bad max keys", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithMaxKeys(0, ratelimit.RejectNewKeys)}, []string{"WithMaxKeys"}},
 		{"unknown algorithm", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithAlgorithm(99)}, []string{"unknown algorithm"}},
 		{"store and memory options", 1, time.Minute, key, []ratelimit.Option{

@@ -8,10 +8,9 @@ import (
 
 // An Option configures a Limiter in New. Options write into a private
 // configuration: defaults are laid first, options applied in order, and the
-// result validated once, so a bad option is an error from New.
-type Option = *option
-
-type option struct {
+// result validated once, so a bad option is an error from New. The zero
+// Option is invalid.
+type Option struct {
 	name   string
 	memory bool // configures the memory store (NewMemoryStore accepts it)
 	apply  func(*config)
@@ -54,11 +53,11 @@ func (c *config) fail(format string, args ...any) {
 }
 
 func memOption(name string, f func(*config)) Option {
-	return &option{name: name, memory: true, apply: func(c *config) { c.memSet = true; f(c) }}
+	return Option{name: name, memory: true, apply: func(c *config) { c.memSet = true; f(c) }}
 }
 
 func limiterOption(name string, f func(*config)) Option {
-	return &option{name: name, apply: f}
+	return Option{name: name, apply: f}
 }
 
 // WithStore makes the limiter keep its state in s instead of a memory store
