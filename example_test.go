@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -71,4 +72,78 @@ func Example_alice() {
 	// 200 "default";r=1;t=60 Retry-After=""
 	// 200 "default";r=0;t=60 Retry-After=""
 	// 429 "default";r=0;t=60 Retry-After="60"
+}
+
+// The same decision without HTTP: for a gRPC interceptor, a queue consumer
+// or a login form.
+func ExampleLimiter_Allow() {
+	l, err := ratelimit.New(2, time.Minute, ratelimit.KeyByIP())
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+
+	for range 3 {
+		res, err := l.Allow(context.Background(), "user:42")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("allowed=%v remaining=%d retry in %v\n", res.Allowed, res.Remaining, res.RetryAfter.Round(time.Minute))
+	}
+	// Output:
+	// allowed=true remaining=1 retry in 0s
+	// allowed=true remaining=0 retry in 0s
+	// allowed=false remaining=0 retry in 1m0s
+}
+
+// A burst limit and an hourly limit at once: a request counts against both
+// or neither, and the headers report the tighter one.
+func ExampleWithPolicies() {
+	l, err := ratelimit.New(100, time.Hour, ratelimit.KeyByIP(),
+		ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 2, Window: time.Second}))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	var w *httptest.ResponseRecorder
+	for range 3 {
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		fmt.Println(w.Code, w.Header().Get("RateLimit"))
+	}
+	fmt.Println(w.Header().Get("RateLimit-Policy"))
+	// Output:
+	// 200 "burst";r=1;t=1
+	// 200 "burst";r=0;t=1
+	// 429 "burst";r=0;t=1
+	// "default";q=100;w=3600, "burst";q=2;w=1
+}
+
+// Plans give tiers their own quotas; here the tier comes from a header for
+// brevity, in production from what the authentication middleware verified.
+func ExampleWithPlans() {
+	l, err := ratelimit.New(1, time.Minute, ratelimit.KeyByHeader("X-API-Key"),
+		ratelimit.WithPlans(func(r *http.Request, key string) string { return r.Header.Get("X-Plan") },
+			map[string][]ratelimit.Policy{"pro": {{Name: "pro", Limit: 1000, Window: time.Minute}}}))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	for _, plan := range []string{"", "", "pro", "gold"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", "k1")
+		r.Header.Set("X-Plan", plan)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("plan %q: %d %s\n", plan, w.Code, w.Header().Get("RateLimit-Policy"))
+	}
+	// Output:
+	// plan "": 200 "default";q=1;w=60
+	// plan "": 429 "default";q=1;w=60
+	// plan "pro": 200 "pro";q=1000;w=60
+	// plan "gold": 429 "default";q=1;w=60
 }
