@@ -61,15 +61,35 @@ type shard struct {
 type entry struct {
 	mu    sync.Mutex
 	dead  bool
-	first state   // the first policy's state, inline
-	rest  []state // the other policies' states
+	first state    // the first policy's state, inline
+	rest  *[]state // the other policies' states, if any
 }
+
+// The entry of a single-policy key is 64 bytes, a size class of its own;
+// a rest slice held inline would make it 80.
 
 func (e *entry) state(i int) *state {
 	if i == 0 {
 		return &e.first
 	}
-	return &e.rest[i-1]
+	return &(*e.rest)[i-1]
+}
+
+// policies returns how many policies e has state for.
+func (e *entry) policies() int {
+	if e.rest == nil {
+		return 1
+	}
+	return 1 + len(*e.rest)
+}
+
+// reset forgets e's state and makes room for n policies.
+func (e *entry) reset(n int) {
+	e.first, e.rest = state{}, nil
+	if n > 1 {
+		rest := make([]state, n-1)
+		e.rest = &rest
+	}
 }
 
 // Overflow says what a store bounded by WithMaxKeys does with a new key
@@ -204,10 +224,10 @@ func (s *MemoryStore) Take(_ context.Context, key string, policies []Policy, cos
 			e.mu.Unlock()
 			continue
 		}
-		if len(e.rest) != len(policies)-1 {
+		if e.policies() != len(policies) {
 			// A caller changed the policies of a key: start it over
 			// rather than index states that do not exist.
-			e.first, e.rest = state{}, make([]state, len(policies)-1)
+			e.reset(len(policies))
 		}
 		// Read the clock under the key's lock so that instants are logged
 		// in the order they were read.
@@ -236,8 +256,8 @@ func checkTake(policies []Policy, cost int) error {
 // last returns an instant that grows with e's activity.
 func (s *MemoryStore) last(e *entry) int64 {
 	t := s.algo.last(&e.first)
-	for i := range e.rest {
-		t = max(t, s.algo.last(&e.rest[i]))
+	for i := 1; i < e.policies(); i++ {
+		t = max(t, s.algo.last(e.state(i)))
 	}
 	return t
 }
@@ -291,9 +311,7 @@ func (s *MemoryStore) insert(sh *shard, key string, policies int) (*entry, error
 		return nil, ErrStoreFull
 	}
 	e := &entry{}
-	if policies > 1 {
-		e.rest = make([]state, policies-1)
-	}
+	e.reset(policies)
 	// Clone so the map does not pin a larger string the key was cut from
 	// (a whole header, say).
 	sh.m[strings.Clone(key)] = e
@@ -322,11 +340,8 @@ func (s *MemoryStore) sweep(sh *shard, now int64, n int) {
 
 // idle reports whether every state of e is idle. The caller holds e.mu.
 func (s *MemoryStore) idle(e *entry, now, maxWindow int64) bool {
-	if !s.algo.idle(&e.first, now, maxWindow) {
-		return false
-	}
-	for i := range e.rest {
-		if !s.algo.idle(&e.rest[i], now, maxWindow) {
+	for i := range e.policies() {
+		if !s.algo.idle(e.state(i), now, maxWindow) {
 			return false
 		}
 	}

@@ -5,8 +5,9 @@ package ratelimit
 // drains, so a policy of a billion per hour costs nothing until it is used.
 type slidingLog struct{}
 
-// minLogCap is the smallest ring kept once a key has logged anything; below
-// it, shrinking would only churn allocations.
+// minLogCap is the smallest ring that shrinks: below it, shrinking would
+// only churn allocations. Rings start at one instant, since most keys (one
+// visit from an address, say) never log a second.
 const minLogCap = 4
 
 func (slidingLog) decide(s *state, limit, window, now, cost int64) verdict {
@@ -80,7 +81,7 @@ func (s *state) evict(cut int64) {
 // push appends t, growing the ring (doubling, capped at limit) when full.
 func (s *state) push(t, limit int64) {
 	if int(s.n) == len(s.log) {
-		s.resize(int(min(max(int64(2*len(s.log)), minLogCap), limit)))
+		s.resize(int(min(max(int64(2*len(s.log)), 1), limit)))
 	}
 	i := int(s.head) + int(s.n)
 	if i >= len(s.log) {
