@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
-	"net/http"
 	"time"
 )
 
@@ -14,24 +13,12 @@ import (
 //
 // A Limiter is safe for simultaneous use by multiple goroutines.
 type Limiter struct {
+	config   // as the options left it, store included
 	key      KeyFunc
-	store    Store
 	owned    io.Closer // the store New made, closed by Close
 	def      *plan
 	plans    map[string]*plan
-	choose   func(r *http.Request, key string) string
-	cost     func(r *http.Request) int
-	skip     func(r *http.Request) bool
-	headers  HeaderSet
-	resetFmt ResetFormat
-	denied   func(w http.ResponseWriter, r *http.Request, res Result)
-	keyErr   func(w http.ResponseWriter, r *http.Request, err error)
-	storeErr func(w http.ResponseWriter, r *http.Request, err error)
-	failOpen bool
-	dryRun   bool
-	hooks    Hooks
-	wall     func() time.Time // for epoch-second resets
-	pkSecret []byte           // keys RateLimit's pk; nil when it is off
+	pkSecret []byte // keys RateLimit's pk; nil when it is off
 }
 
 // Result is one decision.
@@ -96,24 +83,7 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 		return nil, err
 	}
 
-	l := &Limiter{
-		key:      key,
-		store:    c.store,
-		def:      def,
-		plans:    plans,
-		choose:   c.choose,
-		cost:     c.cost,
-		skip:     c.skip,
-		headers:  c.headers,
-		resetFmt: c.resetFmt,
-		denied:   c.denied,
-		keyErr:   c.keyErr,
-		storeErr: c.storeErr,
-		failOpen: c.failOpen,
-		dryRun:   c.dryRun,
-		hooks:    c.hooks,
-		wall:     c.mem.clock,
-	}
+	l := &Limiter{config: c, key: key, def: def, plans: plans}
 	if c.partitionKey {
 		l.pkSecret = make([]byte, 32)
 		rand.Read(l.pkSecret)

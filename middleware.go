@@ -65,7 +65,7 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 		if l.pkSecret != nil {
 			pk = partitionKey(&d.pk, l.pkSecret, key)
 		}
-		d.hv.set(w.Header(), p, res, l.headers, l.resetFmt, l.wall, pk)
+		d.hv.set(w.Header(), p, res, l.headers, l.resetFmt, l.mem.clock, pk)
 		r = r.WithContext(d)
 		if !res.Allowed {
 			if l.hooks.OnLimit != nil {
