@@ -1,0 +1,210 @@
+package benchmarks
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/httprate"
+	sethlimiter "github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/httplimit"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/slidelog/ratelimit"
+	"github.com/throttled/throttled/v2"
+	"github.com/throttled/throttled/v2/store/memstore"
+	ulule "github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/middleware/stdlib"
+	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
+	"golang.org/x/time/rate"
+)
+
+// A peer is one limiter under test, configured for limit requests per
+// window per key: sliding windows and fixed windows as limit per window,
+// token buckets as a burst of limit refilled at limit per window.
+type peer struct {
+	name string
+	// middleware returns the peer's net/http middleware keyed by
+	// keyHeader, and a function that releases it.
+	middleware func(tb testing.TB, limit int, window time.Duration) (func(http.Handler) http.Handler, func())
+	// store returns the peer's decision for one key without HTTP, and a
+	// release function; nil if the peer has no such call.
+	store func(tb testing.TB, limit int, window time.Duration) (func(ctx context.Context, key string) bool, func())
+}
+
+func nop() {}
+
+// peers lists the limiters compared; ratelimit first.
+var peers = []peer{
+	{
+		name: "ratelimit",
+		middleware: func(tb testing.TB, limit int, window time.Duration) (func(http.Handler) http.Handler, func()) {
+			l := newRatelimit(tb, limit, window)
+			return l.Handler, func() { l.Close() }
+		},
+		store: func(tb testing.TB, limit int, window time.Duration) (func(context.Context, string) bool, func()) {
+			l := newRatelimit(tb, limit, window)
+			return func(ctx context.Context, key string) bool {
+				res, err := l.Allow(ctx, key)
+				return err == nil && res.Allowed
+			}, func() { l.Close() }
+		},
+	},
+	{
+		// httprate: a sliding-window counter over two fixed windows. It
+		// has no decision call apart from the one that writes headers, so
+		// it takes part in the middleware workloads only.
+		name: "httprate",
+		middleware: func(tb testing.TB, limit int, window time.Duration) (func(http.Handler) http.Handler, func()) {
+			return httprate.LimitBy(limit, window, func(r *http.Request) (string, error) {
+				return headerKey(r), nil
+			}), nop
+		},
+		// httprate keeps an xxh3 hash of each key, not the key.
+	},
+	{
+		// ulule/limiter: a fixed window per key in a sync.Map.
+		name: "ulule",
+		middleware: func(tb testing.TB, limit int, window time.Duration) (func(http.Handler) http.Handler, func()) {
+			l := newUlule(limit, window)
+			return stdlib.NewMiddleware(l, stdlib.WithKeyGetter(headerKey)).Handler, nop
+		},
+		store: func(tb testing.TB, limit int, window time.Duration) (func(context.Context, string) bool, func()) {
+			l := newUlule(limit, window)
+			return func(ctx context.Context, key string) bool {
+				c, err := l.Get(ctx, key)
+				return err == nil && !c.Reached
+			}, nop
+		},
+	},
+	{
+		// sethvargo/go-limiter: a token bucket per key, memorystore.
+		name: "sethvargo",
+		middleware: func(tb testing.TB, limit int, window time.Duration) (func(http.Handler) http.Handler, func()) {
+			s := newSethvargo(tb, limit, window)
+			m, err := httplimit.NewMiddleware(s, func(r *http.Request) (string, error) { return headerKey(r), nil })
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return m.Handle, func() { s.Close(context.Background()) }
+		},
+		store: func(tb testing.TB, limit int, window time.Duration) (func(context.Context, string) bool, func()) {
+			s := newSethvargo(tb, limit, window)
+			return func(ctx context.Context, key string) bool {
+				_, _, _, ok, err := s.Take(ctx, key)
+				return err == nil && ok
+			}, func() { s.Close(context.Background()) }
+		},
+	},
+	{
+		// throttled: GCRA (a token bucket) over memstore, a map behind one
+		// RWMutex.
+		name: "throttled",
+		middleware: func(tb testing.TB, limit int, window time.Duration) (func(http.Handler) http.Handler, func()) {
+			h := &throttled.HTTPRateLimiterCtx{
+				RateLimiter: newThrottled(tb, limit, window),
+				VaryBy:      &throttled.VaryBy{Custom: headerKey},
+			}
+			return h.RateLimit, nop
+		},
+		store: func(tb testing.TB, limit int, window time.Duration) (func(context.Context, string) bool, func()) {
+			rl := newThrottled(tb, limit, window)
+			return func(ctx context.Context, key string) bool {
+				limited, _, err := rl.RateLimitCtx(ctx, key, 1)
+				return err == nil && !limited
+			}, nop
+		},
+	},
+	{
+		// The classic hand-rolled pattern: a map of x/time/rate token
+		// buckets behind one sync.Mutex held for the lookup only. Its
+		// middleware sends no rate-limit headers, as the pattern does.
+		name: "xrate-map",
+		middleware: func(tb testing.TB, limit int, window time.Duration) (func(http.Handler) http.Handler, func()) {
+			m := newRateMap(limit, window)
+			return func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if !m.allow(headerKey(r)) {
+						http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
+						return
+					}
+					next.ServeHTTP(w, r)
+				})
+			}, nop
+		},
+		store: func(tb testing.TB, limit int, window time.Duration) (func(context.Context, string) bool, func()) {
+			m := newRateMap(limit, window)
+			return func(_ context.Context, key string) bool { return m.allow(key) }, nop
+		},
+	},
+	{
+		// The floor: no limiter at all.
+		name: "baseline",
+		middleware: func(testing.TB, int, time.Duration) (func(http.Handler) http.Handler, func()) {
+			return func(next http.Handler) http.Handler { return next }, nop
+		},
+	},
+}
+
+func newRatelimit(tb testing.TB, limit int, window time.Duration) *ratelimit.Limiter {
+	l, err := ratelimit.New(limit, window, ratelimit.KeyByHeader(keyHeader))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
+}
+
+func newUlule(limit int, window time.Duration) *ulule.Limiter {
+	return ulule.New(ululemem.NewStore(), ulule.Rate{Period: window, Limit: int64(limit)})
+}
+
+func newSethvargo(tb testing.TB, limit int, window time.Duration) sethlimiter.Store {
+	s, err := memorystore.New(&memorystore.Config{Tokens: uint64(limit), Interval: window})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func newThrottled(tb testing.TB, limit int, window time.Duration) *throttled.GCRARateLimiterCtx {
+	st, err := memstore.NewCtx(0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{
+		MaxRate:  throttled.PerDuration(limit, window),
+		MaxBurst: limit - 1, // GCRA admits MaxBurst+1 at once
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rl
+}
+
+// rateMap is the hand-rolled per-key x/time/rate limiter.
+type rateMap struct {
+	mu    sync.Mutex
+	m     map[string]*rate.Limiter
+	r     rate.Limit
+	burst int
+}
+
+func newRateMap(limit int, window time.Duration) *rateMap {
+	return &rateMap{
+		m:     make(map[string]*rate.Limiter),
+		r:     rate.Limit(float64(limit) / window.Seconds()),
+		burst: limit,
+	}
+}
+
+func (m *rateMap) allow(key string) bool {
+	m.mu.Lock()
+	l := m.m[key]
+	if l == nil {
+		l = rate.NewLimiter(m.r, m.burst)
+		m.m[key] = l
+	}
+	m.mu.Unlock()
+	return l.Allow()
+}
