@@ -11,12 +11,28 @@ const (
 	// and is exact: no rolling window ever holds more than the limit. A key
 	// costs 8 bytes per logged request on top of its fixed cost.
 	SlidingLog Algorithm = iota
+	// SlidingWindowCounter counts requests in fixed windows and weighs the
+	// previous window's count by how much of it the rolling window still
+	// covers. It costs a few bytes per key whatever the limit, but is
+	// approximate: it assumes the previous window's requests were spread
+	// evenly, so a rolling window can admit somewhat more than the limit.
+	SlidingWindowCounter
+	// GCRA is the generic cell rate algorithm, a token bucket kept as one
+	// instant: bursts up to the limit, then one request every window/limit.
+	// It costs a few bytes per key whatever the limit and is exact for its
+	// own definition, but a rolling window can admit up to about twice the
+	// limit (a full burst, then the refill).
+	GCRA
 )
 
 func (a Algorithm) String() string {
 	switch a {
 	case SlidingLog:
 		return "SlidingLog"
+	case SlidingWindowCounter:
+		return "SlidingWindowCounter"
+	case GCRA:
+		return "GCRA"
 	}
 	return fmt.Sprintf("Algorithm(%d)", int(a))
 }
@@ -26,6 +42,10 @@ func (a Algorithm) impl() algorithm {
 	switch a {
 	case SlidingLog:
 		return slidingLog{}
+	case SlidingWindowCounter:
+		return windowCounter{}
+	case GCRA:
+		return gcra{}
 	}
 	return nil
 }
@@ -46,6 +66,9 @@ type algorithm interface {
 	// idle reports whether s remembers nothing that could affect a future
 	// decision for any window up to maxWindow, so the key may be dropped.
 	idle(s *state, now, maxWindow int64) bool
+	// last returns an instant that grows with the key's activity, to find
+	// the least recently active key.
+	last(s *state) int64
 }
 
 // verdict is one policy's answer; durations are nanoseconds.
@@ -61,6 +84,7 @@ type verdict struct {
 // separate allocation.
 type state struct {
 	log  []int64 // SlidingLog: ring of request instants, oldest at head
-	head int32   // SlidingLog: index of the oldest instant in log
-	n    int32   // SlidingLog: instants held
+	t    int64   // GCRA: theoretical arrival time; counter: current window's start
+	head int32   // SlidingLog: index of the oldest instant; counter: previous window's count
+	n    int32   // SlidingLog: instants held; counter: current window's count
 }

@@ -210,10 +210,8 @@ func (s *MemoryStore) Take(_ context.Context, key string, policies []Policy, cos
 			e.first, e.rest = state{}, make([]state, len(policies)-1)
 		}
 		// Read the clock under the key's lock so that instants are logged
-		// in the order they were read; a clock that steps back (only an
-		// injected one can) is held at the newest instant.
-		now := max(s.now(), e.newest())
-		res := decide(s.algo, e, policies, now, int64(cost))
+		// in the order they were read.
+		res := decide(s.algo, e, policies, s.now(), int64(cost))
 		e.mu.Unlock()
 		return res, nil
 	}
@@ -235,11 +233,11 @@ func checkTake(policies []Policy, cost int) error {
 	return nil
 }
 
-// newest returns the latest instant e has logged in any policy.
-func (e *entry) newest() int64 {
-	t := e.first.newest(-1 << 63)
+// last returns an instant that grows with e's activity.
+func (s *MemoryStore) last(e *entry) int64 {
+	t := s.algo.last(&e.first)
 	for i := range e.rest {
-		t = max(t, e.rest[i].newest(t))
+		t = max(t, s.algo.last(&e.rest[i]))
 	}
 	return t
 }
@@ -363,7 +361,7 @@ func (s *MemoryStore) makeRoom(sh *shard, now int64) bool {
 			e.mu.Unlock()
 			return true
 		}
-		if t := e.newest(); t < victimAt {
+		if t := s.last(e); t < victimAt {
 			victim, victimKey, victimAt = e, k, t
 		}
 		e.mu.Unlock()

@@ -1,0 +1,339 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newTestStore(t *testing.T, opts ...Option) *MemoryStore {
+	t.Helper()
+	s, err := NewMemoryStore(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// step is one request at an offset from the start of a test.
+type step struct {
+	at        time.Duration
+	cost      int
+	allowed   bool
+	remaining int
+	retry     time.Duration
+	reset     time.Duration
+}
+
+func TestSlidingLogEdges(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name   string
+		limit  int
+		window time.Duration
+		steps  []step
+	}{
+		{"first request ever", 3, time.Minute, []step{
+			{at: 0, allowed: true, remaining: 2, reset: time.Minute},
+		}},
+		{"exactly at the limit", 3, time.Minute, []step{
+			{at: 0, allowed: true, remaining: 2, reset: time.Minute},
+			{at: 10 * time.Second, allowed: true, remaining: 1, reset: 50 * time.Second},
+			{at: 20 * time.Second, allowed: true, remaining: 0, reset: 40 * time.Second},
+			{at: 30 * time.Second, allowed: false, remaining: 0, retry: 30 * time.Second, reset: 30 * time.Second},
+		}},
+		{"an instant exactly one window old no longer counts", 2, time.Minute, []step{
+			{at: 0, allowed: true, remaining: 1, reset: time.Minute},
+			{at: 0, allowed: true, remaining: 0, reset: time.Minute},
+			{at: time.Minute, allowed: true, remaining: 1, reset: time.Minute},
+		}},
+		{"1ms before a slot frees", 1, time.Minute, []step{
+			{at: 0, allowed: true, remaining: 0, reset: time.Minute},
+			{at: time.Minute - ms, allowed: false, remaining: 0, retry: ms, reset: ms},
+			{at: time.Minute, allowed: true, remaining: 0, reset: time.Minute},
+		}},
+		{"rejected requests are not logged, so a hammering client recovers", 2, 10 * time.Second, []step{
+			{at: 0, allowed: true, remaining: 1, reset: 10 * time.Second},
+			{at: 1 * time.Second, allowed: true, remaining: 0, reset: 9 * time.Second},
+			{at: 2 * time.Second, allowed: false, retry: 8 * time.Second, reset: 8 * time.Second},
+			{at: 5 * time.Second, allowed: false, retry: 5 * time.Second, reset: 5 * time.Second},
+			{at: 9 * time.Second, allowed: false, retry: 1 * time.Second, reset: 1 * time.Second},
+			{at: 10 * time.Second, allowed: true, remaining: 0, reset: 1 * time.Second},
+		}},
+		{"retry waits for the oldest logged request, not the window", 3, time.Minute, []step{
+			{at: 0, allowed: true, remaining: 2, reset: time.Minute},
+			{at: 50 * time.Second, allowed: true, remaining: 1, reset: 10 * time.Second},
+			{at: 55 * time.Second, allowed: true, remaining: 0, reset: 5 * time.Second},
+			{at: 56 * time.Second, allowed: false, retry: 4 * time.Second, reset: 4 * time.Second},
+			{at: 61 * time.Second, allowed: true, remaining: 0, reset: 49 * time.Second},
+		}},
+		{"a cost waits for enough instants to leave", 5, time.Minute, []step{
+			{at: 0, cost: 2, allowed: true, remaining: 3, reset: time.Minute},
+			{at: 10 * time.Second, cost: 2, allowed: true, remaining: 1, reset: 50 * time.Second},
+			{at: 20 * time.Second, cost: 4, allowed: false, remaining: 1, retry: 50 * time.Second, reset: 40 * time.Second},
+			{at: 20 * time.Second, cost: 1, allowed: true, remaining: 0, reset: 40 * time.Second},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeClock()
+			start := clk.Now()
+			s := newTestStore(t, WithClock(clk.Now))
+			policies := []Policy{{Name: "p", Limit: tt.limit, Window: tt.window}}
+			for i, st := range tt.steps {
+				clk.Advance(start.Add(st.at).Sub(clk.Now()))
+				cost := max(st.cost, 1)
+				got, err := s.Take(context.Background(), "k", policies, cost)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				want := Result{Allowed: st.allowed, Limit: tt.limit, Remaining: st.remaining, RetryAfter: st.retry, Reset: st.reset, Policy: "p"}
+				if got != want {
+					t.Errorf("request %d at %v: got %+v, want %+v", i, st.at, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestSlidingLogGrowsAndShrinks(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestStore(t, WithClock(clk.Now))
+	huge := []Policy{{Name: "huge", Limit: 1_000_000_000, Window: time.Hour}}
+	for range 100 {
+		if res, _ := s.Take(context.Background(), "k", huge, 1); !res.Allowed {
+			t.Fatal("request refused under a limit of a billion")
+		}
+	}
+	e := s.shards[0].m["k"]
+	if e == nil {
+		for i := range s.shards {
+			if e = s.shards[i].m["k"]; e != nil {
+				break
+			}
+		}
+	}
+	if c := cap(e.first.log); c > 128 {
+		t.Errorf("100 requests under a limit of a billion: ring capacity %d, want <= 128 (grown on demand)", c)
+	}
+	clk.Advance(time.Hour)
+	if _, err := s.Take(context.Background(), "k", huge, 1); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(e.first.log); c > minLogCap {
+		t.Errorf("after the window drained: ring capacity %d, want <= %d", c, minLogCap)
+	}
+}
+
+func TestMemoryStoreKeysAreIndependent(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestStore(t, WithClock(clk.Now))
+	p := []Policy{{Name: "p", Limit: 2, Window: time.Minute}}
+	for _, k := range []string{"a", "a", "b", "a", "b", "b", "c"} {
+		s.Take(context.Background(), k, p, 1)
+	}
+	for k, want := range map[string]bool{"a": false, "b": false, "c": true} {
+		if res, _ := s.Take(context.Background(), k, p, 1); res.Allowed != want {
+			t.Errorf("key %q: allowed %v, want %v", k, res.Allowed, want)
+		}
+	}
+}
+
+// Exactly limit requests are allowed when many goroutines hit one key at
+// once: evict, check and record are one step.
+func TestMemoryStoreExactUnderConcurrency(t *testing.T) {
+	const limit, goroutines, each = 500, 64, 20
+	s := newTestStore(t)
+	p := []Policy{{Name: "p", Limit: limit, Window: time.Hour}}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				res, err := s.Take(context.Background(), "hot", p, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := allowed.Load(); got != limit {
+		t.Errorf("%d goroutines x %d requests: %d allowed, want exactly %d", goroutines, each, got, limit)
+	}
+}
+
+func TestMultiplePoliciesRecordAllOrNone(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestStore(t, WithClock(clk.Now))
+	policies := []Policy{
+		{Name: "burst", Limit: 2, Window: time.Second},
+		{Name: "hourly", Limit: 3, Window: time.Hour},
+	}
+	take := func() Result {
+		t.Helper()
+		res, err := s.Take(context.Background(), "k", policies, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// Two fit both; the third breaks the burst policy and must not be
+	// logged in the hourly one.
+	for i := range 2 {
+		if res := take(); !res.Allowed {
+			t.Fatalf("request %d refused", i)
+		}
+	}
+	if res := take(); res.Allowed || res.Policy != "burst" || res.RetryAfter != time.Second {
+		t.Fatalf("third request: got %+v, want refused by burst with RetryAfter 1s", res)
+	}
+	clk.Advance(time.Second)
+	res := take()
+	if !res.Allowed || res.Policy != "hourly" || res.Remaining != 0 {
+		t.Fatalf("after the burst window: got %+v, want allowed with hourly at 0 remaining (the refused request was not logged)", res)
+	}
+	clk.Advance(time.Second)
+	res = take()
+	if res.Allowed || res.Policy != "hourly" || res.RetryAfter != time.Hour-2*time.Second {
+		t.Fatalf("fourth request: got %+v, want refused by hourly, retry %v", res, time.Hour-2*time.Second)
+	}
+}
+
+func TestTakeRejectsBadArguments(t *testing.T) {
+	s := newTestStore(t)
+	p := []Policy{{Name: "p", Limit: 2, Window: time.Minute}}
+	if _, err := s.Take(context.Background(), "k", p, 3); err != ErrCostExceedsLimit {
+		t.Errorf("cost 3 over limit 2: err %v, want ErrCostExceedsLimit", err)
+	}
+	if _, err := s.Take(context.Background(), "k", p, 0); err == nil {
+		t.Error("cost 0: no error")
+	}
+	if _, err := s.Take(context.Background(), "k", nil, 1); err == nil {
+		t.Error("no policies: no error")
+	}
+}
+
+// A flood of distinct keys that then go idle does not keep its memory: new
+// keys sweep idle ones as they arrive, and the background sweep clears the
+// rest and shrinks the maps.
+func TestIdleKeysAreSweptUnderAFlood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := NewMemoryStore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		p := []Policy{{Name: "p", Limit: 10, Window: time.Second}}
+		const wave = 50_000
+		for i := range wave {
+			s.Take(context.Background(), fmt.Sprint("flood-", i), p, 1)
+		}
+		if got := s.Stats().Keys; got != wave {
+			t.Fatalf("after one wave within a window: %d keys, want %d", got, wave)
+		}
+		// The first wave is idle now; a second wave sweeps it as it comes.
+		time.Sleep(2 * time.Second)
+		for i := range wave {
+			s.Take(context.Background(), fmt.Sprint("second-", i), p, 1)
+		}
+		if got := s.Stats().Keys; got > wave+wave/2 {
+			t.Errorf("after a second wave: %d keys, want <= %d (idle keys swept by new ones)", got, wave+wave/2)
+		}
+		// With no traffic at all, the background sweep drops everything.
+		time.Sleep(sweepInterval + time.Second)
+		synctest.Wait()
+		if got := s.Stats().Keys; got != 0 {
+			t.Errorf("after a quiet sweep interval: %d keys, want 0", got)
+		}
+		peak := 0
+		for i := range s.shards {
+			peak = max(peak, s.shards[i].peak)
+		}
+		if peak != 0 {
+			t.Errorf("after the sweep: a shard keeps a map sized for %d keys, want fresh maps", peak)
+		}
+	})
+}
+
+func TestMaxKeys(t *testing.T) {
+	p := []Policy{{Name: "p", Limit: 5, Window: time.Minute}}
+	t.Run("reject new keys", func(t *testing.T) {
+		s := newTestStore(t, WithMaxKeys(64, RejectNewKeys))
+		s.Take(context.Background(), "legit", p, 1)
+		refused := 0
+		for i := range 1000 {
+			if _, err := s.Take(context.Background(), fmt.Sprint("k", i), p, 1); err == ErrStoreFull {
+				refused++
+			}
+		}
+		st := s.Stats()
+		if st.Keys > 64 {
+			t.Errorf("%d keys tracked, want <= 64", st.Keys)
+		}
+		if refused == 0 || uint64(refused) != st.Rejected {
+			t.Errorf("%d refused, Stats.Rejected %d: want equal and > 0", refused, st.Rejected)
+		}
+		res, err := s.Take(context.Background(), "legit", p, 1)
+		if err != nil || res.Remaining != 3 {
+			t.Errorf("legit key after the flood: %+v, %v; want its count kept (remaining 3)", res, err)
+		}
+	})
+	t.Run("evict least recent", func(t *testing.T) {
+		s := newTestStore(t, WithMaxKeys(64, EvictLeastRecent))
+		for i := range 1000 {
+			if _, err := s.Take(context.Background(), fmt.Sprint("k", i), p, 1); err != nil {
+				t.Fatalf("key %d: %v", i, err)
+			}
+		}
+		st := s.Stats()
+		if st.Keys > 64 || st.Evicted == 0 {
+			t.Errorf("stats %+v: want <= 64 keys and evictions", st)
+		}
+	})
+}
+
+func TestCloseStopsTheSweepAndIsIdempotent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := NewMemoryStore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		// synctest.Test fails if the sweep goroutine outlives the bubble.
+	})
+}

@@ -1,0 +1,450 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/slidelog/ratelimit"
+)
+
+func newLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.KeyFunc, opts ...ratelimit.Option) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(limit, window, key, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusOK)
+})
+
+func get(h http.Handler, remote string, hdr ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = remote
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Add(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestHandlerSequenceAndHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, 3, time.Minute, ratelimit.KeyByIP())
+		h := l.Handler(okHandler)
+		type want struct {
+			status                      int
+			limit, remaining, reset     string
+			rateLimit, retryAfter, body string
+		}
+		steps := []struct {
+			wait time.Duration
+			want want
+		}{
+			{0, want{200, "3", "2", "60", `"default";r=2;t=60`, "", ""}},
+			{20 * time.Second, want{200, "3", "1", "40", `"default";r=1;t=40`, "", ""}},
+			{20*time.Second + 500*time.Millisecond, want{200, "3", "0", "20", `"default";r=0;t=20`, "", ""}},
+			// 19.5s until the first request leaves: advertised as 20, rounded up.
+			{0, want{429, "3", "0", "20", `"default";r=0;t=20`, "20", "Too Many Requests"}},
+			// 1ms before it leaves: 1, never 0.
+			{19*time.Second + 499*time.Millisecond, want{429, "3", "0", "1", `"default";r=0;t=1`, "1", "Too Many Requests"}},
+			{time.Millisecond, want{200, "3", "0", "20", `"default";r=0;t=20`, "", ""}},
+		}
+		for i, st := range steps {
+			time.Sleep(st.wait)
+			w := get(h, "192.0.2.1:1234")
+			got := want{
+				status:     w.Code,
+				limit:      w.Header().Get("X-RateLimit-Limit"),
+				remaining:  w.Header().Get("X-RateLimit-Remaining"),
+				reset:      w.Header().Get("X-RateLimit-Reset"),
+				rateLimit:  w.Header().Get("RateLimit"),
+				retryAfter: w.Header().Get("Retry-After"),
+			}
+			if strings.Contains(w.Body.String(), "Too Many Requests") {
+				got.body = "Too Many Requests"
+			}
+			if got != st.want {
+				t.Errorf("request %d: got %+v, want %+v", i, got, st.want)
+			}
+			if p := w.Header().Get("RateLimit-Policy"); p != `"default";q=3;w=60` {
+				t.Errorf("request %d: RateLimit-Policy %q, want %q", i, p, `"default";q=3;w=60`)
+			}
+		}
+	})
+}
+
+func TestHandlerExactUnderConcurrency(t *testing.T) {
+	const limit, goroutines, each = 100, 64, 10
+	l := newLimiter(t, limit, time.Hour, ratelimit.KeyByHeader("X-API-Key"))
+	var served atomic.Int64
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) }))
+	var ok, tooMany atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				switch code := get(h, "192.0.2.1:1", "X-API-Key", "shared").Code; code {
+				case http.StatusOK:
+					ok.Add(1)
+				case http.StatusTooManyRequests:
+					tooMany.Add(1)
+				default:
+					t.Errorf("status %d", code)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(limit), ok.Load(), "200s")
+	assert.Equal(t, int64(limit), served.Load(), "requests reaching the handler")
+	assert.Equal(t, int64(goroutines*each-limit), tooMany.Load(), "429s")
+}
+
+func TestAllowExactUnderConcurrency(t *testing.T) {
+	const limit, goroutines, each = 300, 128, 10
+	l := newLimiter(t, limit, time.Minute, ratelimit.KeyByIP())
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				res, err := l.Allow(context.Background(), "user-1")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					allowed.Add(1)
+				}
+				if res.Remaining < 0 || res.Remaining > limit {
+					t.Errorf("Remaining %d outside [0, %d]", res.Remaining, limit)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(limit), allowed.Load())
+}
+
+func TestMissingKeyNeverReachesTheHandler(t *testing.T) {
+	l := newLimiter(t, 10, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
+	var reached bool
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = true }))
+	for _, hdr := range [][]string{nil, {"X-API-Key", ""}} {
+		w := get(h, "192.0.2.1:1", hdr...)
+		assert.Equal(t, http.StatusBadRequest, w.Code)
+		assert.False(t, reached, "the wrapped handler ran without a key")
+		assert.Empty(t, w.Header().Get("X-RateLimit-Remaining"), "no decision, no rate-limit headers")
+	}
+	w := get(h, "192.0.2.1:1", "X-API-Key", strings.Repeat("k", ratelimit.MaxKeyLen+1))
+	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, w.Code)
+	assert.NotContains(t, w.Body.String(), "kkkk", "the body must not echo the client's key")
+}
+
+func TestForwardingHeadersIgnoredByDefault(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP())
+	h := l.Handler(okHandler)
+	assert.Equal(t, 200, get(h, "198.51.100.7:5000").Code)
+	// The same peer pretending to be others is still the same peer.
+	for _, hdr := range [][]string{
+		{"X-Forwarded-For", "203.0.113.1"},
+		{"X-Real-IP", "203.0.113.2"},
+		{"Forwarded", "for=203.0.113.3"},
+	} {
+		assert.Equal(t, 429, get(h, "198.51.100.7:5001", hdr...).Code, "spoofed %s", hdr[0])
+	}
+	// And nobody can drain a victim's quota by naming the victim.
+	assert.Equal(t, 200, get(h, "203.0.113.1:80").Code, "victim locked out by a spoofed header")
+}
+
+func TestIPv6GroupedBySlash64(t *testing.T) {
+	l := newLimiter(t, 2, time.Minute, ratelimit.KeyByIP())
+	h := l.Handler(okHandler)
+	assert.Equal(t, 200, get(h, "[2001:db8:1:2::1]:443").Code)
+	assert.Equal(t, 200, get(h, "[2001:db8:1:2:ffff::9]:443").Code)
+	assert.Equal(t, 429, get(h, "[2001:db8:1:2:abcd::5%eth0]:443").Code, "same /64, with a zone")
+	assert.Equal(t, 200, get(h, "[2001:db8:1:3::1]:443").Code, "another /64")
+
+	// IPv4-mapped IPv6 is the IPv4 address.
+	assert.Equal(t, 200, get(h, "192.0.2.9:1").Code)
+	assert.Equal(t, 200, get(h, "[::ffff:192.0.2.9]:1").Code)
+	assert.Equal(t, 429, get(h, "192.0.2.9:2").Code)
+}
+
+func TestNewRejectsInvalidConfiguration(t *testing.T) {
+	key := ratelimit.KeyByIP()
+	tests := []struct {
+		name   string
+		limit  int
+		window time.Duration
+		key    ratelimit.KeyFunc
+		opts   []ratelimit.Option
+		want   []string
+	}{
+		{"zero limit", 0, time.Minute, key, nil, []string{"limit 0"}},
+		{"negative window", 1, -time.Second, key, nil, []string{"window -1s"}},
+		{"nil key", 1, time.Minute, nil, nil, []string{"nil KeyFunc"}},
+		{"all at once", 0, 0, nil, nil, []string{"limit 0", "window 0s", "nil KeyFunc"}},
+		{"nil option", 1, time.Minute, key, []ratelimit.Option{nil}, []string{"nil option"}},
+		{"bad max keys", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithMaxKeys(0, ratelimit.RejectNewKeys)}, []string{"WithMaxKeys"}},
+		{"unknown algorithm", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithAlgorithm(99)}, []string{"unknown algorithm"}},
+		{"store and memory options", 1, time.Minute, key, []ratelimit.Option{
+			ratelimit.WithStore(stubStore{}), ratelimit.WithMaxKeys(10, ratelimit.RejectNewKeys),
+		}, []string{"cannot be combined with WithStore"}},
+		{"duplicate policy name", 1, time.Minute, key, []ratelimit.Option{
+			ratelimit.WithPolicies(ratelimit.Policy{Name: "default", Limit: 5, Window: time.Hour}),
+		}, []string{"used twice"}},
+		{"bad policy name", 1, time.Minute, key, []ratelimit.Option{
+			ratelimit.WithPolicies(ratelimit.Policy{Name: `a"b`, Limit: 5, Window: time.Hour}),
+		}, []string{"policy name"}},
+		{"nil handlers", 1, time.Minute, key, []ratelimit.Option{
+			ratelimit.WithDeniedHandler(nil), ratelimit.WithErrorHandler(nil), ratelimit.WithKeyErrorHandler(nil),
+		}, []string{"WithDeniedHandler", "WithErrorHandler", "WithKeyErrorHandler"}},
+		{"bad header set", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithHeaders(7)}, []string{"WithHeaders"}},
+		{"limit beyond int32", 1 << 40, time.Minute, key, nil, []string{"want <="}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := ratelimit.New(tt.limit, tt.window, tt.key, tt.opts...)
+			require.Error(t, err)
+			assert.Nil(t, l)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				assert.True(t, strings.HasPrefix(line, "ratelimit: "), "error line %q lacks the package prefix", line)
+			}
+		})
+	}
+}
+
+type stubStore struct {
+	res ratelimit.Result
+	err error
+}
+
+func (s stubStore) Take(context.Context, string, []ratelimit.Policy, int) (ratelimit.Result, error) {
+	return s.res, s.err
+}
+
+func TestStoreErrors(t *testing.T) {
+	boom := errors.New("dial tcp 10.0.0.1:6379: secret internals")
+	t.Run("default answers 503 without the error text", func(t *testing.T) {
+		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{err: boom}))
+		var reached bool
+		w := get(l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true })), "192.0.2.1:1")
+		assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+		assert.Equal(t, "1", w.Header().Get("Retry-After"))
+		assert.NotContains(t, w.Body.String(), "secret")
+		assert.False(t, reached)
+	})
+	t.Run("fail open lets the request through and reports it", func(t *testing.T) {
+		var seen error
+		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{err: boom}),
+			ratelimit.WithFailOpen(), ratelimit.WithHooks(ratelimit.Hooks{OnError: func(r *http.Request, err error) { seen = err }}))
+		assert.Equal(t, http.StatusOK, get(l.Handler(okHandler), "192.0.2.1:1").Code)
+		assert.Equal(t, boom, seen)
+	})
+	t.Run("custom handler", func(t *testing.T) {
+		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{err: boom}),
+			ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) { w.WriteHeader(599) }))
+		assert.Equal(t, 599, get(l.Handler(okHandler), "192.0.2.1:1").Code)
+	})
+}
+
+func TestHeaderSets(t *testing.T) {
+	legacy := []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+	ietf := []string{"RateLimit", "RateLimit-Policy"}
+	tests := []struct {
+		set       ratelimit.HeaderSet
+		has, lack []string
+	}{
+		{ratelimit.HeadersBoth, append(legacy, ietf...), nil},
+		{ratelimit.HeadersLegacy, legacy, ietf},
+		{ratelimit.HeadersIETF, ietf, legacy},
+		{ratelimit.HeadersNone, nil, append(legacy, ietf...)},
+	}
+	for _, tt := range tests {
+		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithHeaders(tt.set))
+		h := l.Handler(okHandler)
+		get(h, "192.0.2.1:1")
+		w := get(h, "192.0.2.1:1")
+		for _, name := range tt.has {
+			assert.NotEmpty(t, w.Header().Get(name), "set %d: %s missing", tt.set, name)
+		}
+		for _, name := range tt.lack {
+			assert.Empty(t, w.Header().Get(name), "set %d: %s present", tt.set, name)
+		}
+		assert.Equal(t, "60", w.Header().Get("Retry-After"), "set %d: Retry-After goes on every 429", tt.set)
+	}
+}
+
+func TestResetUnix(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, 2, time.Minute, ratelimit.KeyByIP(), ratelimit.WithResetFormat(ratelimit.ResetUnix))
+		h := l.Handler(okHandler)
+		time.Sleep(500 * time.Millisecond)
+		start := time.Now()
+		w := get(h, "192.0.2.1:1")
+		// The quota grows at start+60s; in epoch seconds rounded up.
+		want := start.Add(time.Minute + time.Second - 1).Unix()
+		assert.Equal(t, want, mustAtoi(t, w.Header().Get("X-RateLimit-Reset")))
+		assert.Equal(t, `"default";r=1;t=60`, w.Header().Get("RateLimit"), "RateLimit's t stays delta seconds")
+	})
+}
+
+func TestFromContextDryRunAndHooks(t *testing.T) {
+	var allowed, limited atomic.Int64
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithDryRun(), ratelimit.WithHooks(ratelimit.Hooks{
+		OnAllow: func(*http.Request, ratelimit.Result) { allowed.Add(1) },
+		OnLimit: func(*http.Request, ratelimit.Result) { limited.Add(1) },
+	}))
+	var got []ratelimit.Result
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, ok := ratelimit.FromContext(r.Context())
+		require.True(t, ok)
+		got = append(got, res)
+	}))
+	for range 3 {
+		w := get(h, "192.0.2.1:1")
+		assert.Equal(t, http.StatusOK, w.Code, "dry run never rejects")
+	}
+	require.Len(t, got, 3)
+	assert.True(t, got[0].Allowed)
+	assert.False(t, got[1].Allowed, "the handler sees what would have been limited")
+	assert.Equal(t, int64(1), allowed.Load())
+	assert.Equal(t, int64(2), limited.Load())
+	_, ok := ratelimit.FromContext(context.Background())
+	assert.False(t, ok)
+}
+
+func TestSkip(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByHeader("X-API-Key"),
+		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
+	h := l.Handler(okHandler)
+	for range 3 {
+		r := httptest.NewRequest("GET", "/healthz", nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		assert.Equal(t, 200, w.Code, "health checks are exempt, keyless or not")
+		assert.Empty(t, w.Header().Get("RateLimit"))
+	}
+}
+
+func TestDeniedHandler(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithDeniedHandler(
+		func(w http.ResponseWriter, r *http.Request, res ratelimit.Result) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			w.Write([]byte(`{"error":"slow down"}`))
+		}))
+	h := l.Handler(okHandler)
+	get(h, "192.0.2.1:1")
+	w := get(h, "192.0.2.1:1")
+	assert.Equal(t, 429, w.Code)
+	assert.Equal(t, `{"error":"slow down"}`, w.Body.String())
+	assert.Equal(t, "60", w.Header().Get("Retry-After"), "set before the denied handler runs")
+}
+
+func TestPlansAndPolicies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type tierKey struct{}
+		plans := map[string][]ratelimit.Policy{
+			"pro": {{Name: "pro", Limit: 5, Window: time.Minute}},
+		}
+		l := newLimiter(t, 2, time.Minute, ratelimit.KeyByHeader("X-API-Key"),
+			ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 1, Window: time.Second}),
+			ratelimit.WithPlans(func(r *http.Request, key string) string {
+				return r.Header.Get("X-Tier") // stands in for a tier the auth middleware verified
+			}, plans))
+		h := l.Handler(okHandler)
+		_ = tierKey{}
+
+		// Default plan: 2/min and 1/s together.
+		w := get(h, "192.0.2.1:1", "X-API-Key", "a")
+		assert.Equal(t, 200, w.Code)
+		assert.Equal(t, `"default";q=2;w=60, "burst";q=1;w=1`, w.Header().Get("RateLimit-Policy"))
+		assert.Equal(t, `"burst";r=0;t=1`, w.Header().Get("RateLimit"), "the tighter policy is reported")
+		w = get(h, "192.0.2.1:1", "X-API-Key", "a")
+		assert.Equal(t, 429, w.Code)
+		assert.Equal(t, `"burst";r=0;t=1`, w.Header().Get("RateLimit"))
+		time.Sleep(time.Second)
+		assert.Equal(t, 200, get(h, "192.0.2.1:1", "X-API-Key", "a").Code)
+		time.Sleep(time.Second)
+		w = get(h, "192.0.2.1:1", "X-API-Key", "a")
+		assert.Equal(t, 429, w.Code, "default policy exhausted")
+		assert.Equal(t, "58", w.Header().Get("Retry-After"), "the longest wait among violated policies")
+
+		// Pro plan: its own policies and its own count; unknown plans get the default.
+		for i := range 5 {
+			assert.Equal(t, 200, get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "pro").Code, "pro request %d", i)
+		}
+		w = get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "pro")
+		assert.Equal(t, 429, w.Code)
+		assert.Equal(t, `"pro";q=5;w=60`, w.Header().Get("RateLimit-Policy"))
+		assert.Equal(t, 429, get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "platinum").Code, "unknown plan counts as default")
+	})
+}
+
+func TestCost(t *testing.T) {
+	l := newLimiter(t, 10, time.Minute, ratelimit.KeyByIP(), ratelimit.WithCost(func(r *http.Request) int {
+		if r.URL.Path == "/bulk" {
+			return 4
+		}
+		return 1
+	}))
+	h := l.Handler(okHandler)
+	bulk := func() int {
+		r := httptest.NewRequest("POST", "/bulk", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	assert.Equal(t, 200, bulk())
+	assert.Equal(t, 200, bulk())
+	assert.Equal(t, 429, bulk(), "8 used of 10: a cost of 4 does not fit")
+	w := get(h, "192.0.2.1:1")
+	assert.Equal(t, 200, w.Code, "a cost of 1 still does")
+	assert.Equal(t, "1", w.Header().Get("X-RateLimit-Remaining"))
+
+	res, err := l.AllowN(context.Background(), "k", 11)
+	assert.ErrorIs(t, err, ratelimit.ErrCostExceedsLimit)
+	assert.False(t, res.Allowed)
+}
+
+func TestLimiterCloseStopsBackgroundWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := ratelimit.New(1, time.Minute, ratelimit.KeyByIP())
+		require.NoError(t, err)
+		l.Allow(context.Background(), "k")
+		require.NoError(t, l.Close())
+		require.NoError(t, l.Close(), "second Close")
+	})
+}
+
+func mustAtoi(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			t.Fatalf("%q is not a number", s)
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
