@@ -31,6 +31,10 @@ type peer struct {
 	// store returns the peer's decision for one key without HTTP, and a
 	// release function; nil if the peer has no such call.
 	store func(tb testing.TB, limit int, window time.Duration) (func(ctx context.Context, key string) bool, func())
+	// hotLimit and hotWindow, if set, replace the hot-key quota for a
+	// peer that would refuse requests under it.
+	hotLimit  int
+	hotWindow time.Duration
 }
 
 func nop() {}
@@ -96,6 +100,13 @@ var peers = []peer{
 				return err == nil && ok
 			}, func() { s.Close(context.Background()) }
 		},
+		// memorystore refills interval/tokens tokens per elapsed interval
+		// (its fillRate is nanoseconds per token, used as tokens per
+		// tick), so with 100,000 per millisecond it refills 10 a tick and
+		// refuses most hot-key requests. A bucket of 10^9 per hour is
+		// never emptied within a run, and its take does the same work.
+		hotLimit:  1_000_000_000,
+		hotWindow: time.Hour,
 	},
 	{
 		// throttled: GCRA (a token bucket) over memstore, a map behind one

@@ -34,18 +34,21 @@ for ((c = 2; c < ncpu; c *= 2)); do cpus+=",$c"; done
 (( ncpu > 1 )) && cpus+=",$ncpu"
 
 cd "$root/benchmarks"
+# run appends one pass of go test to a results file. The passes are
+# interleaved (every peer once, then again) rather than -count N in a row,
+# so that a noisy spell on a shared machine hits all peers alike.
 run() { # file, go test arguments...
 	local f=$1
 	shift
 	echo "bench.sh: go test $*" >&2
-	go test -run '^$' "$@" . | tee "$out/$f" >&2
+	go test -run '^$' "$@" . | tee -a "$out/$f" >&2
 }
-run main.txt -bench '^Benchmark(Middleware|Store)$/^work=(HotKey|ManyKeys|Rejected)$' \
-	-benchtime "$BENCHTIME" -count "$COUNT"
-run newkey.txt -bench '^BenchmarkMiddleware$/^work=NewKey$' -benchtime "$NEWKEYS" -count "$COUNT"
+for ((i = 1; i <= COUNT; i++)); do
+	run main.txt -bench '^Benchmark(Middleware|Store)$/^work=(HotKey|ManyKeys|Rejected)$' -benchtime "$BENCHTIME"
+	run newkey.txt -bench '^BenchmarkMiddleware$/^work=NewKey$' -benchtime "$NEWKEYS"
+	run scaling.txt -bench '^Benchmark(Middleware|Store)$/^work=HotKey$' -benchtime "$BENCHTIME" -cpu "$cpus"
+done
 run memory.txt -bench '^BenchmarkMemory$' -benchtime "$MEMKEYS" -count 3
-run scaling.txt -bench '^Benchmark(Middleware|Store)$/^work=HotKey$' \
-	-benchtime "$BENCHTIME" -count "$COUNT" -cpu "$cpus"
 
 ratios() { go run ./internal/ratios "$@"; }
 stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; }
