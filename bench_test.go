@@ -92,13 +92,13 @@ func serveParallel(b *testing.B, h http.Handler, key func(i int) string, wantDen
 	}
 }
 
-var okHandler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+var benchOK = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 
 // BenchmarkHandler is the middleware with the default header set in front
 // of an empty handler.
 func BenchmarkHandler(b *testing.B) {
 	b.Run("HotKey", func(b *testing.B) {
-		h := newBenchLimiter(b, hotLimit, hotWindow).Handler(okHandler)
+		h := newBenchLimiter(b, hotLimit, hotWindow).Handler(benchOK)
 		serveParallel(b, h, func(int) string { return "hot" }, false)
 	})
 	b.Run("100000Keys", func(b *testing.B) {
@@ -109,14 +109,14 @@ func BenchmarkHandler(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		serveParallel(b, l.Handler(okHandler), func(i int) string { return ks[i%benchKeys] }, false)
+		serveParallel(b, l.Handler(benchOK), func(i int) string { return ks[i%benchKeys] }, false)
 	})
 	b.Run("Rejected", func(b *testing.B) {
 		l := newBenchLimiter(b, 300, time.Minute)
 		for range 300 {
 			l.Allow(context.Background(), "apikey:over")
 		}
-		serveParallel(b, l.Handler(okHandler), func(int) string { return "over" }, true)
+		serveParallel(b, l.Handler(benchOK), func(int) string { return "over" }, true)
 	})
 }
 
