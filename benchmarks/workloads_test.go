@@ -80,8 +80,7 @@ func middlewareHotKey(b *testing.B, p peer) {
 	defer release()
 	h := mw(okHandler)
 	var denied deniedCounter
-	b.ReportAllocs()
-	b.ResetTimer()
+	m := startMeasure(b)
 	b.RunParallel(func(pb *testing.PB) {
 		w := newDiscardWriter()
 		r, _ := newRequest("client-hot")
@@ -91,7 +90,7 @@ func middlewareHotKey(b *testing.B, p peer) {
 		}
 		denied.add(w)
 	})
-	b.StopTimer()
+	m.stop()
 	denied.report(b, false)
 }
 
@@ -110,8 +109,7 @@ func middlewareManyKeys(b *testing.B, p peer) {
 		h.ServeHTTP(warm, r)
 	}
 	var denied deniedCounter
-	b.ReportAllocs()
-	b.ResetTimer()
+	m := startMeasure(b)
 	b.RunParallel(func(pb *testing.PB) {
 		w := newDiscardWriter()
 		r, v := newRequest("")
@@ -126,7 +124,7 @@ func middlewareManyKeys(b *testing.B, p peer) {
 		}
 		denied.add(w)
 	})
-	b.StopTimer()
+	m.stop()
 	denied.report(b, false)
 }
 
@@ -146,8 +144,7 @@ func middlewareRejected(b *testing.B, p peer) {
 		h.ServeHTTP(w, r)
 	}
 	var denied deniedCounter
-	b.ReportAllocs()
-	b.ResetTimer()
+	m := startMeasure(b)
 	b.RunParallel(func(pb *testing.PB) {
 		w := newDiscardWriter()
 		r, _ := newRequest("client-over")
@@ -157,7 +154,7 @@ func middlewareRejected(b *testing.B, p peer) {
 		}
 		denied.add(w)
 	})
-	b.StopTimer()
+	m.stop()
 	denied.report(b, true)
 }
 
@@ -171,8 +168,7 @@ func middlewareNewKey(b *testing.B, p peer) {
 	ks := freshKeyPool(b.N + blockSize*runtime.GOMAXPROCS(0))
 	var next atomic.Int64
 	var denied deniedCounter
-	b.ReportAllocs()
-	b.ResetTimer()
+	m := startMeasure(b)
 	b.RunParallel(func(pb *testing.PB) {
 		w := newDiscardWriter()
 		r, v := newRequest("")
@@ -189,7 +185,7 @@ func middlewareNewKey(b *testing.B, p peer) {
 		}
 		denied.add(w)
 	})
-	b.StopTimer()
+	m.stop()
 	denied.report(b, false)
 }
 
@@ -218,8 +214,7 @@ func storeHotKey(b *testing.B, p peer) {
 	defer release()
 	ctx := context.Background()
 	var refused atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
+	m := startMeasure(b)
 	b.RunParallel(func(pb *testing.PB) {
 		var n int64
 		for pb.Next() {
@@ -229,7 +224,7 @@ func storeHotKey(b *testing.B, p peer) {
 		}
 		refused.Add(n)
 	})
-	b.StopTimer()
+	m.stop()
 	b.ReportMetric(float64(refused.Load())/float64(b.N), "denied/op")
 	checkDenied(b, refused.Load(), false)
 }
@@ -243,8 +238,7 @@ func storeManyKeys(b *testing.B, p peer) {
 		take(ctx, k)
 	}
 	var refused atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
+	m := startMeasure(b)
 	b.RunParallel(func(pb *testing.PB) {
 		var n int64
 		i := rand.IntN(len(ks))
@@ -258,7 +252,7 @@ func storeManyKeys(b *testing.B, p peer) {
 		}
 		refused.Add(n)
 	})
-	b.StopTimer()
+	m.stop()
 	b.ReportMetric(float64(refused.Load())/float64(b.N), "denied/op")
 	checkDenied(b, refused.Load(), false)
 }
@@ -289,8 +283,7 @@ func memoryPerKey(b *testing.B, p peer, requests int) {
 	h := mw(okHandler)
 	var next atomic.Int64
 	var denied deniedCounter
-	b.ReportAllocs()
-	b.ResetTimer()
+	m := startMeasure(b)
 	b.RunParallel(func(pb *testing.PB) {
 		w := newDiscardWriter()
 		r, v := newRequest("")
@@ -306,7 +299,7 @@ func memoryPerKey(b *testing.B, p peer, requests int) {
 		}
 		denied.add(w)
 	})
-	b.StopTimer()
+	m.stop()
 	after := heapInUse()
 	runtime.KeepAlive(h)
 	b.ReportMetric(float64(after-before)/float64(b.N), "B/key")
