@@ -48,7 +48,8 @@ for ((i = 1; i <= COUNT; i++)); do
 	run newkey.txt -bench '^BenchmarkMiddleware$/^work=NewKey$' -benchtime "$NEWKEYS"
 	run scaling.txt -bench '^Benchmark(Middleware|Store)$/^work=HotKey$' -benchtime "$BENCHTIME" -cpu "$cpus"
 done
-run memory.txt -bench '^BenchmarkMemory$' -benchtime "$MEMKEYS" -count 3
+# Bytes per key barely vary between runs: one pass.
+run memory.txt -bench '^BenchmarkMemory$' -benchtime "$MEMKEYS"
 
 ratios() { go run ./internal/ratios "$@"; }
 stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; }
@@ -73,6 +74,14 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	echo "no headers; baseline is no limiter at all."
 	echo
 	echo "## Ratios (ratelimit / fastest peer library; < 1 is faster)"
+	echo
+	echo "CPU time per request (cpu-ns/op: the process's user+system CPU time, GC"
+	echo "included, per op). On a shared machine this is the steadier figure: wall time"
+	echo "also counts the time other processes held the CPUs."
+	echo
+	cat "$out/main.txt" "$out/newkey.txt" | ratios -unit cpu-ns/op
+	echo
+	echo "Wall time per request (ns/op, all GOMAXPROCS goroutines in parallel):"
 	echo
 	cat "$out/main.txt" "$out/newkey.txt" | ratios
 	echo

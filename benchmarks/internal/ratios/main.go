@@ -95,7 +95,7 @@ func format(v float64, unit string) string {
 		return "–"
 	case unit == "sec/op":
 		return strconv.FormatFloat(v*1e9, 'f', 1, 64) + " ns"
-	case unit == "ns/op":
+	case unit == "ns/op" || unit == "cpu-ns/op":
 		return strconv.FormatFloat(v, 'f', 1, 64) + " ns"
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
