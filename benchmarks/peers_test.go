@@ -30,12 +30,15 @@ type peer struct {
 	middleware func(tb testing.TB, limit int, window time.Duration) (func(http.Handler) http.Handler, func())
 	// store returns the peer's decision for one key without HTTP, and a
 	// release function; nil if the peer has no such call.
-	store func(tb testing.TB, limit int, window time.Duration) (func(ctx context.Context, key string) bool, func())
+	store func(tb testing.TB, limit int, window time.Duration) (take, func())
 	// hotLimit and hotWindow, if set, replace the hot-key quota for a
 	// peer that would refuse requests under it.
 	hotLimit  int
 	hotWindow time.Duration
 }
+
+// take decides one request for key: allowed, or refused, or an error.
+type take func(ctx context.Context, key string) (bool, error)
 
 func nop() {}
 
@@ -47,11 +50,11 @@ var peers = []peer{
 			l := newRatelimit(tb, limit, window)
 			return l.Handler, func() { l.Close() }
 		},
-		store: func(tb testing.TB, limit int, window time.Duration) (func(context.Context, string) bool, func()) {
+		store: func(tb testing.TB, limit int, window time.Duration) (take, func()) {
 			l := newRatelimit(tb, limit, window)
-			return func(ctx context.Context, key string) bool {
+			return func(ctx context.Context, key string) (bool, error) {
 				res, err := l.Allow(ctx, key)
-				return err == nil && res.Allowed
+				return res.Allowed, err
 			}, func() { l.Close() }
 		},
 	},
@@ -74,11 +77,11 @@ var peers = []peer{
 			l := newUlule(limit, window)
 			return stdlib.NewMiddleware(l, stdlib.WithKeyGetter(headerKey)).Handler, nop
 		},
-		store: func(tb testing.TB, limit int, window time.Duration) (func(context.Context, string) bool, func()) {
+		store: func(tb testing.TB, limit int, window time.Duration) (take, func()) {
 			l := newUlule(limit, window)
-			return func(ctx context.Context, key string) bool {
+			return func(ctx context.Context, key string) (bool, error) {
 				c, err := l.Get(ctx, key)
-				return err == nil && !c.Reached
+				return !c.Reached, err
 			}, nop
 		},
 	},
@@ -93,11 +96,11 @@ var peers = []peer{
 			}
 			return m.Handle, func() { s.Close(context.Background()) }
 		},
-		store: func(tb testing.TB, limit int, window time.Duration) (func(context.Context, string) bool, func()) {
+		store: func(tb testing.TB, limit int, window time.Duration) (take, func()) {
 			s := newSethvargo(tb, limit, window)
-			return func(ctx context.Context, key string) bool {
+			return func(ctx context.Context, key string) (bool, error) {
 				_, _, _, ok, err := s.Take(ctx, key)
-				return err == nil && ok
+				return ok, err
 			}, func() { s.Close(context.Background()) }
 		},
 		// memorystore refills interval/tokens tokens per elapsed interval
@@ -119,11 +122,11 @@ var peers = []peer{
 			}
 			return h.RateLimit, nop
 		},
-		store: func(tb testing.TB, limit int, window time.Duration) (func(context.Context, string) bool, func()) {
+		store: func(tb testing.TB, limit int, window time.Duration) (take, func()) {
 			rl := newThrottled(tb, limit, window)
-			return func(ctx context.Context, key string) bool {
+			return func(ctx context.Context, key string) (bool, error) {
 				limited, _, err := rl.RateLimitCtx(ctx, key, 1)
-				return err == nil && !limited
+				return !limited, err
 			}, nop
 		},
 	},
@@ -144,9 +147,9 @@ var peers = []peer{
 				})
 			}, nop
 		},
-		store: func(tb testing.TB, limit int, window time.Duration) (func(context.Context, string) bool, func()) {
+		store: func(tb testing.TB, limit int, window time.Duration) (take, func()) {
 			m := newRateMap(limit, window)
-			return func(_ context.Context, key string) bool { return m.allow(key) }, nop
+			return func(_ context.Context, key string) (bool, error) { return m.allow(key), nil }, nop
 		},
 	},
 	{
