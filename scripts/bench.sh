@@ -41,8 +41,12 @@ run() { # file, go test arguments...
 	local f=$1
 	shift
 	echo "bench.sh: go test $*" >&2
-	go test -run '^$' "$@" . | tee -a "$out/$f" >&2
+	if ! go test -run '^$' "$@" . | tee -a "$out/$f" >&2; then
+		echo "bench.sh: a benchmark failed; see above and RESULTS.md" >&2
+		failed=1
+	fi
 }
+failed=0
 for ((i = 1; i <= COUNT; i++)); do
 	run main.txt -bench '^Benchmark(Middleware|Store)$/^work=(HotKey|ManyKeys|Rejected)$' -benchtime "$BENCHTIME"
 	run newkey.txt -bench '^BenchmarkMiddleware$/^work=NewKey$' -benchtime "$NEWKEYS"
@@ -104,5 +108,10 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 		stat "$out/$f.txt"
 		echo '```'
 	done
+	if (( failed )); then
+		echo
+		echo "**A benchmark failed in this run: the figures above are incomplete.**"
+	fi
 } > "$root/benchmarks/RESULTS.md"
 echo "bench.sh: wrote benchmarks/RESULTS.md" >&2
+exit "$failed"
