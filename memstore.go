@@ -63,15 +63,32 @@ type shard struct {
 type entry struct {
 	mu    sync.Mutex
 	dead  bool
-	first state   // the first policy's state, inline
-	rest  []state // the other policies' states
+	first state    // the first policy's state, inline
+	rest  *[]state // the other policies' states, nil for one policy
+}
+
+// others returns the states of the policies after the first.
+func (e *entry) others() []state {
+	if e.rest == nil {
+		return nil
+	}
+	return *e.rest
+}
+
+// newRest returns the states of policies after the first, or nil.
+func newRest(policies int) *[]state {
+	if policies <= 1 {
+		return nil
+	}
+	r := make([]state, policies-1)
+	return &r
 }
 
 func (e *entry) state(i int) *state {
 	if i == 0 {
 		return &e.first
 	}
-	return &e.rest[i-1]
+	return &(*e.rest)[i-1]
 }
 
 // Overflow says what a store bounded by WithMaxKeys does with a new key
@@ -221,10 +238,10 @@ func (s *MemoryStore) Take(_ context.Context, key string, policies []Policy, cos
 			e.mu.Unlock()
 			continue
 		}
-		if len(e.rest) != len(policies)-1 {
+		if len(e.others()) != len(policies)-1 {
 			// A caller changed the policies of a key: start it over
 			// rather than index states that do not exist.
-			e.first, e.rest = state{}, make([]state, len(policies)-1)
+			e.first, e.rest = state{}, newRest(len(policies))
 		}
 		// Read the clock under the key's lock so that instants are logged
 		// in the order they were read.
@@ -253,8 +270,8 @@ func checkTake(policies []Policy, cost int) error {
 // last returns an instant that grows with e's activity.
 func (s *MemoryStore) last(e *entry) int64 {
 	t := s.algo.last(&e.first)
-	for i := range e.rest {
-		t = max(t, s.algo.last(&e.rest[i]))
+	for i := range e.others() {
+		t = max(t, s.algo.last(e.state(i+1)))
 	}
 	return t
 }
@@ -309,7 +326,7 @@ func (s *MemoryStore) insert(sh *shard, key string, policies int) (*entry, error
 	}
 	e := &entry{}
 	if policies > 1 {
-		e.rest = make([]state, policies-1)
+		e.rest = newRest(policies)
 	}
 	// Clone so the map does not pin a larger string the key was cut from
 	// (a whole header, say).
@@ -342,8 +359,8 @@ func (s *MemoryStore) idle(e *entry, now, maxWindow int64) bool {
 	if !s.algo.idle(&e.first, now, maxWindow) {
 		return false
 	}
-	for i := range e.rest {
-		if !s.algo.idle(&e.rest[i], now, maxWindow) {
+	for i := range e.others() {
+		if !s.algo.idle(e.state(i+1), now, maxWindow) {
 			return false
 		}
 	}
