@@ -122,13 +122,6 @@ var peers = []peer{
 			}
 			return h.RateLimit, nop
 		},
-		// GCRA refuses a request whose clock reading is older than the
-		// bucket's depth (here a millisecond) behind another's, and a
-		// goroutine descheduled between reading the clock and its
-		// compare-and-swap on a busy machine is that late: a depth of
-		// 100 ms at the same rate of 10^8 a second keeps it out of it.
-		hotLimit:  10_000_000,
-		hotWindow: 100 * time.Millisecond,
 		store: func(tb testing.TB, limit int, window time.Duration) (take, func()) {
 			rl := newThrottled(tb, limit, window)
 			return func(ctx context.Context, key string) (bool, error) {
@@ -136,6 +129,13 @@ var peers = []peer{
 				return !limited, err
 			}, nop
 		},
+		// GCRA refuses a request whose clock reading is older than the
+		// bucket's depth (here a millisecond) behind another's, and a
+		// goroutine descheduled between reading the clock and its
+		// compare-and-swap on a busy machine is that late: a depth of
+		// 100 ms at the same rate of 10^8 a second keeps it out of it.
+		hotLimit:  10_000_000,
+		hotWindow: 100 * time.Millisecond,
 	},
 	{
 		// The classic hand-rolled pattern: a map of x/time/rate token
