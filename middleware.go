@@ -113,9 +113,21 @@ func FromContext(ctx context.Context) (res Result, ok bool) {
 	return Result{}, false
 }
 
-// defaultDenied answers a rejected request: 429 with a short body.
+// deniedBody is the body of the default 429. ResponseWriters neither keep
+// nor modify what they are given to write, so one copy serves all.
+var deniedBody = []byte("429 Too Many Requests: rate limit exceeded, see Retry-After\n")
+
+// defaultDenied answers a rejected request: 429 with a short body. It
+// writes what http.Error would, in one allocation instead of four, since
+// a client over its limit may send requests as fast as it can.
 func defaultDenied(w http.ResponseWriter, _ *http.Request, _ Result) {
-	http.Error(w, "429 Too Many Requests: rate limit exceeded, see Retry-After", http.StatusTooManyRequests)
+	h := w.Header()
+	delete(h, "Content-Length")
+	v := &[2]string{"text/plain; charset=utf-8", "nosniff"}
+	h[hdrContentType] = v[0:1:1]
+	h["X-Content-Type-Options"] = v[1:2:2]
+	w.WriteHeader(http.StatusTooManyRequests)
+	w.Write(deniedBody)
 }
 
 // defaultKeyError answers a request without a usable key. The body is

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# bench.sh runs the comparative benchmarks in benchmarks/ and writes
+# benchmarks/RESULTS.md: machine, benchstat tables and ratelimit's ratio to
+# the fastest peer library in the same run.
+#
+#   scripts/bench.sh                # full run, about 15 minutes on 2 cores
+#   COUNT=6 BENCHTIME=1s scripts/bench.sh
+#
+# Leave the machine otherwise idle while it runs.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+COUNT=${COUNT:-6}
+BENCHTIME=${BENCHTIME:-1s}
+NEWKEYS=${NEWKEYS:-200000x}   # fixed, so every peer inserts as many keys
+MEMKEYS=${MEMKEYS:-100000x}   # keys filled for the bytes-per-key figures
+if (( COUNT < 6 )); then
+	echo "bench.sh: COUNT=$COUNT, want >= 6 for benchstat's confidence intervals" >&2
+	exit 2
+fi
+
+benchstat=$(go env GOPATH)/bin/benchstat
+if [[ ! -x $benchstat ]]; then
+	go install golang.org/x/perf/cmd/benchstat@latest
+fi
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+ncpu=$(nproc)
+cpus=1
+for ((c = 2; c < ncpu; c *= 2)); do cpus+=",$c"; done
+(( ncpu > 1 )) && cpus+=",$ncpu"
+
+cd "$root/benchmarks"
+# run appends one pass of go test to a results file. The passes are
+# interleaved (every peer once, then again) rather than -count N in a row,
+# so that a noisy spell on a shared machine hits all peers alike.
+run() { # file, go test arguments...
+	local f=$1
+	shift
+	echo "bench.sh: go test $*" >&2
+	if ! go test -run '^$' "$@" . | tee -a "$out/$f" >&2; then
+		echo "bench.sh: a benchmark failed; see above and RESULTS.md" >&2
+		failed=1
+	fi
+}
+failed=0
+for ((i = 1; i <= COUNT; i++)); do
+	run main.txt -bench '^Benchmark(Middleware|Store)$/^work=(HotKey|ManyKeys|Rejected)$' -benchtime "$BENCHTIME"
+	run newkey.txt -bench '^BenchmarkMiddleware$/^work=NewKey$' -benchtime "$NEWKEYS"
+	run scaling.txt -bench '^Benchmark(Middleware|Store)$/^work=HotKey$' -benchtime "$BENCHTIME" -cpu "$cpus"
+done
+# Bytes per key barely vary between runs: one pass.
+run memory.txt -bench '^BenchmarkMemory$' -benchtime "$MEMKEYS"
+
+ratios() { go run ./internal/ratios "$@"; }
+stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; }
+
+{
+	echo "# Benchmark results"
+	echo
+	echo "Written by \`scripts/bench.sh\` on $(date -u +%Y-%m-%d). Medians of $COUNT runs; ratios"
+	echo "compare medians from this same run. Absolute times depend on the machine;"
+	echo "the ratios are what to compare across machines."
+	echo
+	echo "- \`$(go version)\`"
+	echo "- nproc: $ncpu; CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+	echo "- benchstat: \`$benchstat\`; \`-benchtime $BENCHTIME\`, new keys \`$NEWKEYS\`, memory \`$MEMKEYS\`"
+	echo
+	echo "Every peer is configured for 300 requests per 60 s per key (token buckets: burst"
+	echo "300, refill 300 per 60 s), except the hot-key workloads, which use 100,000 per"
+	echo "millisecond so that the one key is never refused (sethvargo gets 10^9 per hour"
+	echo "and throttled 10^7 per 100 ms, which their algorithms need for that; see"
+	echo "\`workloads_test.go\` and \`peers_test.go\`). Requests are keyed by the"
+	echo "\`X-Api-Key\` header, each peer reading it with a plain map lookup. ratelimit"
+	echo "writes its full default header set (X-RateLimit-* and IETF RateLimit,"
+	echo "RateLimit-Policy); xrate-map is the hand-rolled \`x/time/rate\` map, which writes"
+	echo "no headers; baseline is no limiter at all."
+	echo
+	echo "## Ratios (ratelimit / fastest peer library; < 1 is faster)"
+	echo
+	echo "CPU time per request (cpu-ns/op: the process's user+system CPU time, GC"
+	echo "included, per op). On a shared machine this is the steadier figure: wall time"
+	echo "also counts the time other processes held the CPUs."
+	echo
+	cat "$out/main.txt" "$out/newkey.txt" | ratios -unit cpu-ns/op
+	echo
+	echo "Wall time per request (ns/op, all GOMAXPROCS goroutines in parallel):"
+	echo
+	cat "$out/main.txt" "$out/newkey.txt" | ratios
+	echo
+	echo "## Memory per key after ${MEMKEYS%x} keys (B/key; peers that store the key)"
+	echo
+	ratios -unit B/key -libs ulule,sethvargo,throttled < "$out/memory.txt"
+	echo
+	echo "httprate keeps an xxh3 hash per key, not the key, and is not in the ratio."
+	echo
+	echo "## Hot-key scaling (-cpu $cpus)"
+	echo
+	echo '```'
+	"$benchstat" -col /gomaxprocs "$out/scaling.txt" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'
+	echo '```'
+	for f in main newkey memory; do
+		echo
+		echo "## benchstat: $f"
+		echo
+		echo '```'
+		stat "$out/$f.txt"
+		echo '```'
+	done
+	if (( failed )); then
+		echo
+		echo "**A benchmark failed in this run: the figures above are incomplete.**"
+	fi
+} > "$root/benchmarks/RESULTS.md"
+echo "bench.sh: wrote benchmarks/RESULTS.md" >&2
+exit "$failed"
