@@ -18,8 +18,8 @@ import (
 //     (503 by default), or passes it to next under WithFailOpen;
 //   - sets the rate-limit headers (see WithHeaders), and on a rejection
 //     Retry-After, then answers with the denied handler (429 by default),
-//     or, allowed or in dry-run mode, calls next with the decision in the
-//     request's context (see FromContext).
+//     or, allowed or in dry-run mode, calls next (with the decision in the
+//     request's context under WithResultInContext).
 //
 // The ResponseWriter is passed on unwrapped, so http.Flusher,
 // http.Hijacker and http.ResponseController keep working.
@@ -60,13 +60,16 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 			return
 		}
 
-		d := &decision{Context: r.Context(), res: res}
+		d := &decision{res: res}
 		var pk []byte
 		if l.pkSecret != nil {
 			pk = partitionKey(&d.pk, l.pkSecret, key)
 		}
 		d.hv.set(w.Header(), p, res, l.headers, l.resetFmt, l.mem.clock, pk)
-		r = r.WithContext(d)
+		if l.inContext {
+			d.Context = r.Context()
+			r = r.WithContext(d)
+		}
 		if !res.Allowed {
 			if l.hooks.OnLimit != nil {
 				l.hooks.OnLimit(r, res)
@@ -82,9 +85,10 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// decision carries a request's Result in its context. It is its own
-// context type, holding the header values too, so that the middleware
-// makes one allocation for all of them instead of one each.
+// decision holds what the middleware makes per request: the header values
+// and, under WithResultInContext, the request's context carrying the
+// Result. It is its own context type so that all of it is one allocation.
+// Context is nil unless the decision is put in a request.
 type decision struct {
 	context.Context
 	res Result
@@ -105,7 +109,8 @@ func (d *decision) Value(key any) any {
 
 // FromContext returns the decision the middleware made for the request
 // whose context ctx is, for handlers that want to show a caller its
-// standing. ok is false for a context the middleware did not handle.
+// standing. The middleware puts it there under WithResultInContext; ok is
+// false for any other context.
 func FromContext(ctx context.Context) (res Result, ok bool) {
 	if p, ok := ctx.Value(resultKey).(*Result); ok {
 		return *p, true

@@ -309,7 +309,7 @@ func TestResetUnix(t *testing.T) {
 
 func TestFromContextDryRunAndHooks(t *testing.T) {
 	var allowed, limited atomic.Int64
-	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithDryRun(), ratelimit.WithHooks(ratelimit.Hooks{
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithDryRun(), ratelimit.WithResultInContext(), ratelimit.WithHooks(ratelimit.Hooks{
 		OnAllow: func(*http.Request, ratelimit.Result) { allowed.Add(1) },
 		OnLimit: func(*http.Request, ratelimit.Result) { limited.Add(1) },
 	}))
@@ -466,4 +466,22 @@ func TestPartitionKey(t *testing.T) {
 	plain := newLimiter(t, 5, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
 	v := get(plain.Handler(okHandler), "192.0.2.1:1", "X-API-Key", "k").Header().Get("RateLimit")
 	assert.NotContains(t, v, "pk=", "no pk unless asked for")
+}
+
+func TestResultInContextIsOptIn(t *testing.T) {
+	for _, tt := range []struct {
+		opts []ratelimit.Option
+		want bool
+	}{{nil, false}, {[]ratelimit.Option{ratelimit.WithResultInContext()}, true}} {
+		l := newLimiter(t, 5, time.Minute, ratelimit.KeyByIP(), tt.opts...)
+		var got ratelimit.Result
+		var ok bool
+		get(l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got, ok = ratelimit.FromContext(r.Context())
+		})), "192.0.2.1:1")
+		assert.Equal(t, tt.want, ok, "options %d", len(tt.opts))
+		if tt.want {
+			assert.Equal(t, 4, got.Remaining)
+		}
+	}
 }

@@ -34,6 +34,7 @@ type config struct {
 	dryRun       bool
 	hooks        Hooks
 	partitionKey bool
+	inContext    bool
 	errs         []error
 }
 
@@ -152,10 +153,20 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 }
 
 // WithDryRun decides and reports every request as usual (headers, hooks,
-// FromContext) but never rejects one: how to roll out a new limit and
+// FromContext under WithResultInContext) but never rejects one: how to roll out a new limit and
 // watch, through OnLimit, whom it would have limited.
 func WithDryRun() Option {
 	return limiterOption("WithDryRun", func(c *config) { c.dryRun = true })
+}
+
+// WithResultInContext puts each decision in the request's context, where
+// the wrapped handler reads it with FromContext (to show callers their
+// standing, say). It costs a copy of the request per request
+// (Request.WithContext), about a third of the middleware's own time, so it
+// is off by default: headers, hooks and the denied handler receive the
+// decision without it.
+func WithResultInContext() Option {
+	return limiterOption("WithResultInContext", func(c *config) { c.inContext = true })
 }
 
 // WithHeaders selects which rate-limit headers responses carry (default

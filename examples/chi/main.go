@@ -23,19 +23,19 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
 	flag.Parse()
 
-	site, err := ratelimit.New(300, time.Minute, ratelimit.KeyByIP())
+	site, err := ratelimit.New(300, time.Minute, ratelimit.KeyByIP(), ratelimit.WithResultInContext())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer site.Close()
 	// KeyByHeader does not check keys: in production, put the limiter
 	// behind the middleware that authenticates them.
-	api, err := ratelimit.New(100, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
+	api, err := ratelimit.New(100, time.Minute, ratelimit.KeyByHeader("X-API-Key"), ratelimit.WithResultInContext())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer api.Close()
-	login, err := ratelimit.New(5, time.Minute, ratelimit.KeyByIP())
+	login, err := ratelimit.New(5, time.Minute, ratelimit.KeyByIP(), ratelimit.WithResultInContext())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -21,14 +21,14 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
 	flag.Parse()
 
-	perIP, err := ratelimit.New(300, time.Minute, ratelimit.KeyByIP())
+	perIP, err := ratelimit.New(300, time.Minute, ratelimit.KeyByIP(), ratelimit.WithResultInContext())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer perIP.Close()
 	// KeyByHeader does not check keys: in production, put the limiter
 	// behind the middleware that authenticates them.
-	perKey, err := ratelimit.New(100, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
+	perKey, err := ratelimit.New(100, time.Minute, ratelimit.KeyByHeader("X-API-Key"), ratelimit.WithResultInContext())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -42,6 +42,8 @@ type App struct {
 // New builds the demo. Options are passed to every limiter after the
 // demo's own; tests pass ratelimit.WithClock to drive time.
 func New(opts ...ratelimit.Option) (*App, error) {
+	// The handlers show callers their standing through FromContext.
+	opts = append([]ratelimit.Option{ratelimit.WithResultInContext()}, opts...)
 	// Anonymous routes share one quota per client IP. KeyByIP trusts only
 	// the TCP peer: behind a proxy, configure its trusted prefixes.
 	anon, err := ratelimit.New(AnonLimit, AnonWindow, ratelimit.KeyByIP(), opts...)

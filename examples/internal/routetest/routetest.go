@@ -75,10 +75,11 @@ func FrozenClock() ratelimit.Option {
 }
 
 // NewLimiter returns a limiter that the test closes when it ends, with
-// the frozen clock.
+// the frozen clock and the decision in the request's context, as the
+// examples' handlers read it.
 func NewLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.KeyFunc, opts ...ratelimit.Option) *ratelimit.Limiter {
 	t.Helper()
-	l, err := ratelimit.New(limit, window, key, append(opts, FrozenClock())...)
+	l, err := ratelimit.New(limit, window, key, append(opts, FrozenClock(), ratelimit.WithResultInContext())...)
 	if err != nil {
 		t.Fatalf("ratelimit.New: %v", err)
 	}
