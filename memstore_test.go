@@ -337,3 +337,23 @@ func TestCloseStopsTheSweepAndIsIdempotent(t *testing.T) {
 		// synctest.Test fails if the sweep goroutine outlives the bubble.
 	})
 }
+
+// An injected clock that steps back is held at its latest reading, so no
+// window is measured backwards and logs stay in order.
+func TestInjectedClockNeverStepsBack(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestStore(t, WithClock(clk.Now))
+	p := []Policy{{Name: "p", Limit: 2, Window: time.Minute}}
+	s.Take(context.Background(), "k", p, 1)
+	clk.Advance(30 * time.Second)
+	s.Take(context.Background(), "k", p, 1)
+	clk.Advance(-20 * time.Second) // back to 10s: read as 30s
+	res, _ := s.Take(context.Background(), "k", p, 1)
+	if res.Allowed || res.RetryAfter != 30*time.Second {
+		t.Errorf("after the clock stepped back: got %+v, want refused with RetryAfter 30s (measured from 30s)", res)
+	}
+	clk.Advance(50 * time.Second) // 60s
+	if res, _ := s.Take(context.Background(), "k", p, 1); !res.Allowed || res.Reset != 30*time.Second {
+		t.Errorf("at 60s: got %+v, want allowed with Reset 30s (the instant at 30s is oldest)", res)
+	}
+}

@@ -93,9 +93,9 @@ func WithMaxKeys(n int, whenFull Overflow) Option {
 }
 
 // WithClock makes the memory store read time from now instead of
-// time.Now, for simulations that replay traffic. Its readings must carry a
-// monotonic component or never step back; a reading earlier than a key's
-// last one is taken as that last one.
+// time.Now, for simulations that replay traffic. A reading earlier than
+// the store's latest is taken as that latest one, so time never steps
+// back.
 func WithClock(now func() time.Time) Option {
 	return memOption("WithClock", func(c *config) { c.mem.clock = now })
 }

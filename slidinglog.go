@@ -11,9 +11,6 @@ type slidingLog struct{}
 const minLogCap = 4
 
 func (slidingLog) decide(s *state, limit, window, now, cost int64) verdict {
-	// Only an injected clock steps back; hold it at the newest instant so
-	// the ring stays in order.
-	now = max(now, s.newest(now))
 	s.evict(now - window)
 	n := int64(s.n)
 	if n+cost <= limit {
@@ -30,25 +27,21 @@ func (slidingLog) decide(s *state, limit, window, now, cost int64) verdict {
 }
 
 func (slidingLog) record(s *state, limit, window, now, cost int64) verdict {
-	now = max(now, s.newest(now))
 	for range cost {
 		s.push(now, limit)
 	}
 	return verdict{ok: true, remaining: limit - int64(s.n), reset: s.at(0) + window - now}
 }
 
-func (slidingLog) last(s *state) int64 { return s.newest(-1 << 63) }
-
-func (slidingLog) idle(s *state, now, maxWindow int64) bool {
-	return s.n == 0 || s.at(int64(s.n)-1) <= now-maxWindow
-}
-
-// newest returns the latest instant logged, or min if the log is empty.
-func (s *state) newest(min int64) int64 {
+func (slidingLog) last(s *state) int64 {
 	if s.n == 0 {
-		return min
+		return -1 << 63
 	}
 	return s.at(int64(s.n) - 1)
+}
+
+func (l slidingLog) idle(s *state, now, maxWindow int64) bool {
+	return s.n == 0 || l.last(s) <= now-maxWindow
 }
 
 // at returns the i-th oldest instant held.
