@@ -63,9 +63,14 @@ type algorithm interface {
 	// record counts cost requests at now (decide said they fit) and
 	// reports the standing after them.
 	record(s *state, limit, window, now, cost int64) verdict
-	// idle reports whether s remembers nothing that could affect a future
-	// decision for any window up to maxWindow, so the key may be dropped.
-	idle(s *state, now, maxWindow int64) bool
+	// idleAt returns the instant from which s remembers nothing that
+	// could affect a future decision for any window up to maxWindow, so
+	// the key may be dropped; it only moves later as the key is used.
+	idleAt(s *state, maxWindow int64) int64
+	// minIdle returns the least time a state of the policy (limit,
+	// window) takes to go idle after it records a request: a lower bound
+	// on idleAt - now just after record.
+	minIdle(limit, window, maxWindow int64) int64
 	// last returns an instant that grows with the key's activity, to find
 	// the least recently active key.
 	last(s *state) int64
@@ -81,10 +86,11 @@ type verdict struct {
 
 // state is one policy's memory for one key. Its fields are shared by the
 // algorithms so that an entry holds its first state inline, without a
-// separate allocation.
+// separate allocation, in 32 bytes.
 type state struct {
-	log  []int64 // SlidingLog: ring of request instants, oldest at head
-	t    int64   // GCRA: theoretical arrival time; counter: current window's start
-	head int32   // SlidingLog: index of the oldest instant; counter: previous window's count
-	n    int32   // SlidingLog: instants held; counter: current window's count
+	ring *byte // SlidingLog: ring of instants, nil while it holds at most one (see slidinglog.go)
+	t    int64 // GCRA: theoretical arrival time; counter: current window's start; SlidingLog: the instant held inline, or the ring's base
+	head int32 // SlidingLog: index of the oldest instant; counter: previous window's count
+	n    int32 // SlidingLog: instants held; counter: current window's count
+	size int32 // SlidingLog: the ring's capacity in instants
 }

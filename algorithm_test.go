@@ -91,7 +91,10 @@ func newModel(a Algorithm, limit, window int64) model {
 
 // clone deep-copies s, so a test can ask it hypothetical questions.
 func (s state) clone() state {
-	s.log = slices.Clone(s.log)
+	if s.ring != nil {
+		ring := slices.Clone(s.slots())
+		s.ring = &ring[0]
+	}
 	return s
 }
 
@@ -261,4 +264,40 @@ func findEntry(s *MemoryStore, key string) *entry {
 		}
 	}
 	return nil
+}
+
+// The sliding log keeps its instants as 7-byte offsets from a base: a key
+// that stays active longer than the offsets span (with the longest window
+// allowed, so that old instants stay in it) is rebased without losing or
+// moving an instant, and its first instant, held inline, moves into the
+// ring intact.
+func TestSlidingLogRebasesItsRing(t *testing.T) {
+	const year = int64(365 * 24 * time.Hour)
+	limit, window := int64(4), int64(MaxWindow)
+	var s state
+	var model []int64
+	for i, now := range []int64{0, year / 10, year / 2, 23 * year / 10, 23*year/10 + 1, 3 * year, 4 * year, 6 * year} {
+		v := slidingLog{}.decide(&s, limit, window, now, 1)
+		for len(model) > 0 && model[0] <= now-window {
+			model = model[1:]
+		}
+		if want := int64(len(model)) < limit; v.ok != want {
+			t.Fatalf("step %d: allowed %v, want %v", i, v.ok, want)
+		}
+		if v.ok {
+			slidingLog{}.record(&s, limit, window, now, 1)
+			model = append(model, now)
+		}
+		if int(s.n) != len(model) {
+			t.Fatalf("step %d: %d instants held, want %d", i, s.n, len(model))
+		}
+		for j, want := range model {
+			if got := s.at(int64(j)); got != want {
+				t.Fatalf("step %d: instant %d is %d, want %d", i, j, got, want)
+			}
+		}
+		if s.ring != nil && s.at(int64(s.n)-1)-s.t > maxOffset {
+			t.Fatalf("step %d: offset beyond a slot", i)
+		}
+	}
 }

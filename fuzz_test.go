@@ -373,8 +373,8 @@ func checkLogs(t *testing.T, s *MemoryStore, key string, policies []Policy) {
 		e.mu.Lock()
 		for j, p := range policies {
 			st := e.state(j)
-			if int(st.n) > p.Limit || len(st.log) > p.Limit {
-				t.Fatalf("key %s policy %s: %d instants in a ring of %d, limit %d", key, p.Name, st.n, len(st.log), p.Limit)
+			if int(st.n) > p.Limit || int(st.size) > p.Limit {
+				t.Fatalf("key %s policy %s: %d instants in a ring of %d, limit %d", key, p.Name, st.n, st.size, p.Limit)
 			}
 		}
 		e.mu.Unlock()

@@ -44,6 +44,8 @@ func gcraReset(tat, now, depth, t int64) int64 {
 	return tat - depth + (r+1)*t - now
 }
 
-func (gcra) idle(s *state, now, _ int64) bool { return s.t <= now }
+func (gcra) idleAt(s *state, _ int64) int64 { return s.t }
+
+func (gcra) minIdle(limit, window, _ int64) int64 { return interval(limit, window) }
 
 func (gcra) last(s *state) int64 { return s.t }

@@ -17,14 +17,16 @@ import (
 // Keys live in shards, each a map behind its own lock that is held only to
 // find, add or drop a key; a decision holds just its key's lock, so
 // different keys never wait on each other. Memory stays bounded three ways:
-// expired instants are dropped whenever a key is used; every new key
-// first sweeps a few others and drops the idle ones, so sweeping keeps pace
-// with any flood of new keys; and a background sweep drops every idle key
-// once per sweep interval and gives shrunken shards fresh maps (Go maps
-// never return memory on their own). WithMaxKeys bounds the total.
+// expired instants are dropped whenever a key is used; a new key that
+// finds its shard doubled since the shard was last swept sweeps it, if any
+// key there can be idle by then, so sweeping keeps pace with any flood of
+// new keys; and a background sweep drops every idle key once per sweep
+// interval and gives shrunken shards fresh maps (Go maps never return
+// memory on their own). WithMaxKeys bounds the total.
 //
-// A key costs about 130 bytes plus 8 bytes per request it has logged in its
-// window, plus its own length; see the README for measured figures.
+// A key costs about 100 bytes plus 7 bytes per request it has logged in its
+// window beyond the first, plus its own length; see the README for measured
+// figures.
 //
 // MemoryStore is safe for simultaneous use by multiple goroutines. Close
 // stops its background sweep.
@@ -55,21 +57,27 @@ type shard struct {
 	mu   sync.RWMutex
 	m    map[string]*entry
 	peak int // most keys m has held since it was made
-	_    [32]byte
+	// A new key sweeps the shard once it holds sweepLen keys, unless no
+	// key can be idle yet: none is before sweepAt.
+	sweepLen int
+	sweepAt  int64
+	_        [8]byte // 64 bytes: shards do not share cache lines
 }
 
-// entry is one key's state. Its lock guards every field; dead marks an
-// entry dropped from its shard, so that a request that found it just
-// before looks it up again instead of counting into a lost entry.
+// entry is one key's state. Its lock guards every field.
 type entry struct {
 	mu    sync.Mutex
-	dead  bool
 	first state    // the first policy's state, inline
-	rest  *[]state // the other policies' states, if any
+	rest  *[]state // the other policies' states, if any; dropped once dropped
 }
 
-// The entry of a single-policy key is 64 bytes, a size class of its own;
-// a rest slice held inline would make it 80.
+// dropped marks an entry removed from its shard, so that a request that
+// found it just before looks the key up again instead of counting into a
+// lost entry. A sentinel rather than a flag keeps a single-policy entry at
+// 48 bytes, a size class of its own; a flag would make it 64.
+var dropped = new([]state)
+
+func (e *entry) dead() bool { return e.rest == dropped }
 
 func (e *entry) state(i int) *state {
 	if i == 0 {
@@ -114,9 +122,8 @@ const (
 const sweepInterval = time.Minute
 
 const (
-	// sweepPerInsert is how many keys a new key looks at for idle ones
-	// before it is added; two keep sweeping ahead of a flood of new keys.
-	sweepPerInsert = 2
+	// minSweepLen is the least a shard holds before a new key sweeps it.
+	minSweepLen = 32
 	// evictSample is how many keys a full shard samples for a victim.
 	evictSample = 8
 )
@@ -194,6 +201,7 @@ func newMemoryStore(c memoryConfig) *MemoryStore {
 	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*entry)
+		s.shards[i].sweepLen = minSweepLen
 	}
 	go s.sweepLoop()
 	return s
@@ -246,12 +254,12 @@ func (s *MemoryStore) Take(_ context.Context, key string, policies []Policy, cos
 		sh.mu.RUnlock()
 		if e == nil {
 			var err error
-			if e, err = s.insert(sh, key, len(policies)); err != nil {
+			if e, err = s.insert(sh, key, policies); err != nil {
 				return Result{}, err
 			}
 		}
 		e.mu.Lock()
-		if e.dead {
+		if e.dead() {
 			e.mu.Unlock()
 			continue
 		}
@@ -277,6 +285,9 @@ func checkTake(policies []Policy, cost int) error {
 		return errors.New("ratelimit: Take: cost must be at least 1")
 	}
 	for _, p := range policies {
+		if p.Limit < 1 || p.Window <= 0 || p.Window > MaxWindow {
+			return p.validate()
+		}
 		if cost > p.Limit {
 			return ErrCostExceedsLimit
 		}
@@ -329,59 +340,78 @@ func result(p Policy, v verdict) Result {
 
 // insert adds key to sh, sweeping a few idle keys first and making room if
 // the shard is full.
-func (s *MemoryStore) insert(sh *shard, key string, policies int) (*entry, error) {
+func (s *MemoryStore) insert(sh *shard, key string, policies []Policy) (*entry, error) {
 	now := s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.m[key]; e != nil {
 		return e, nil
 	}
-	s.sweep(sh, now, sweepPerInsert)
+	if len(sh.m) >= sh.sweepLen && now >= sh.sweepAt {
+		s.sweep(sh, now)
+	}
 	if s.perShard > 0 && len(sh.m) >= s.perShard && !s.makeRoom(sh, now) {
 		s.rejected.Add(1)
 		return nil, ErrStoreFull
 	}
 	e := &entry{}
-	e.reset(policies)
+	e.reset(len(policies))
 	// Clone so the map does not pin a larger string the key was cut from
 	// (a whole header, say).
 	sh.m[strings.Clone(key)] = e
 	sh.peak = max(sh.peak, len(sh.m))
+	sh.sweepAt = min(sh.sweepAt, now+s.minIdle(policies))
 	return e, nil
 }
 
-// sweep looks at up to n keys of sh (all of them for n < 0), starting at a
-// random one, and drops those that are idle. Keys in use right now are
-// skipped. The caller holds sh.mu.
-func (s *MemoryStore) sweep(sh *shard, now int64, n int) {
+// minIdle returns the least time a new key of policies takes to go idle
+// after its first request.
+func (s *MemoryStore) minIdle(policies []Policy) int64 {
 	maxWindow := s.maxWindow.Load()
-	for k, e := range sh.m { // Go starts map iteration at a random key
-		if n == 0 {
-			break
-		}
-		n--
-		if e.mu.TryLock() {
-			if s.idle(e, now, maxWindow) {
-				s.drop(sh, k, e)
-			}
-			e.mu.Unlock()
-		}
+	var d int64
+	for _, p := range policies {
+		d = max(d, s.algo.minIdle(int64(p.Limit), int64(p.Window), maxWindow))
 	}
+	return d
 }
 
-// idle reports whether every state of e is idle. The caller holds e.mu.
-func (s *MemoryStore) idle(e *entry, now, maxWindow int64) bool {
-	for i := range e.policies() {
-		if !s.algo.idle(e.state(i), now, maxWindow) {
-			return false
+// sweep drops the idle keys of sh and notes when the next sweep is due:
+// once the shard has doubled, and not before one of its keys can have gone
+// idle. Sweeping a whole shard when it doubles costs a new key at most two
+// key visits, amortized, and skipping sweeps that cannot find anything
+// makes a flood of keys within one window cost none. The caller holds
+// sh.mu.
+func (s *MemoryStore) sweep(sh *shard, now int64) {
+	maxWindow := s.maxWindow.Load()
+	next := int64(1<<63 - 1)
+	for k, e := range sh.m {
+		// Waiting here is safe: no goroutine holds a key's lock while it
+		// asks for a shard's.
+		e.mu.Lock()
+		if at := s.idleAt(e, maxWindow); at <= now {
+			s.drop(sh, k, e)
+		} else {
+			next = min(next, at)
 		}
+		e.mu.Unlock()
 	}
-	return true
+	sh.sweepLen = max(2*len(sh.m), minSweepLen)
+	sh.sweepAt = next
+}
+
+// idleAt returns the instant from which every state of e is idle. The
+// caller holds e.mu.
+func (s *MemoryStore) idleAt(e *entry, maxWindow int64) int64 {
+	at := int64(-1 << 63)
+	for i := range e.policies() {
+		at = max(at, s.algo.idleAt(e.state(i), maxWindow))
+	}
+	return at
 }
 
 // drop removes e from sh. The caller holds sh.mu and e.mu.
 func (s *MemoryStore) drop(sh *shard, k string, e *entry) {
-	e.dead = true
+	e.rest = dropped
 	delete(sh.m, k)
 }
 
@@ -402,7 +432,7 @@ func (s *MemoryStore) makeRoom(sh *shard, now int64) bool {
 		// Waiting here is safe: no goroutine holds a key's lock while it
 		// asks for a shard's.
 		e.mu.Lock()
-		if s.idle(e, now, maxWindow) {
+		if s.idleAt(e, maxWindow) <= now {
 			s.drop(sh, k, e)
 			e.mu.Unlock()
 			return true
@@ -445,7 +475,7 @@ func (s *MemoryStore) sweepAll() {
 		sh := &s.shards[i]
 		now := s.now()
 		sh.mu.Lock()
-		s.sweep(sh, now, -1)
+		s.sweep(sh, now)
 		if sh.peak >= 64 && len(sh.m) <= sh.peak/4 {
 			m := make(map[string]*entry, len(sh.m))
 			for k, e := range sh.m {

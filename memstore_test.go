@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,14 +139,14 @@ func TestSlidingLogGrowsAndShrinks(t *testing.T) {
 			}
 		}
 	}
-	if c := cap(e.first.log); c > 128 {
+	if c := e.first.size; c > 128 {
 		t.Errorf("100 requests under a limit of a billion: ring capacity %d, want <= 128 (grown on demand)", c)
 	}
 	clk.Advance(time.Hour)
 	if _, err := s.Take(context.Background(), "k", huge, 1); err != nil {
 		t.Fatal(err)
 	}
-	if c := cap(e.first.log); c > minLogCap {
+	if c := e.first.size; c > minLogCap {
 		t.Errorf("after the window drained: ring capacity %d, want <= %d", c, minLogCap)
 	}
 }
@@ -283,6 +284,55 @@ func TestIdleKeysAreSweptUnderAFlood(t *testing.T) {
 			t.Errorf("after the sweep: a shard keeps a map sized for %d keys, want fresh maps", peak)
 		}
 	})
+}
+
+// New keys sweep the idle keys of their shard, for every algorithm, as
+// soon as those can be idle: for GCRA that is after one emission interval,
+// however long the window.
+func TestNewKeysSweepIdleOnes(t *testing.T) {
+	for _, tt := range []struct {
+		algo  Algorithm
+		p     Policy
+		quiet time.Duration
+	}{
+		{SlidingLog, Policy{Name: "p", Limit: 10, Window: time.Second}, time.Second},
+		{SlidingWindowCounter, Policy{Name: "p", Limit: 10, Window: time.Second}, 2 * time.Second},
+		{GCRA, Policy{Name: "p", Limit: 1_000_000, Window: time.Second}, time.Microsecond},
+	} {
+		t.Run(tt.algo.String(), func(t *testing.T) {
+			clk := newFakeClock()
+			s := newTestStore(t, WithClock(clk.Now), WithAlgorithm(tt.algo))
+			const wave = 20_000
+			take := func(prefix string) {
+				for i := range wave {
+					if _, err := s.Take(context.Background(), prefix+strconv.Itoa(i), []Policy{tt.p}, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			take("first-")
+			clk.Advance(tt.quiet - 1)
+			take("second-")
+			if got := s.Stats().Keys; got != 2*wave {
+				t.Fatalf("a nanosecond before the first wave is idle: %d keys, want %d", got, 2*wave)
+			}
+			clk.Advance(1)
+			take("third-")
+			if got := s.Stats().Keys; got > 2*wave+wave/10 {
+				t.Errorf("after a third wave: %d keys, want <= %d (the first wave swept by new keys)", got, 2*wave+wave/10)
+			}
+			// The next wave finds every key idle and empties the shards;
+			// the keys it adds then set when the shards are next worth
+			// sweeping.
+			clk.Advance(tt.quiet)
+			take("fourth-")
+			clk.Advance(tt.quiet)
+			take("fifth-")
+			if got := s.Stats().Keys; got > wave+wave/10 {
+				t.Errorf("after a fifth wave: %d keys, want <= %d (the fourth wave swept by new keys)", got, wave+wave/10)
+			}
+		})
+	}
 }
 
 func TestMaxKeys(t *testing.T) {

@@ -216,6 +216,7 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		}, []string{"WithDeniedHandler", "WithErrorHandler", "WithKeyErrorHandler"}},
 		{"bad header set", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithHeaders(7)}, []string{"WithHeaders"}},
 		{"limit beyond int32", 1 << 40, time.Minute, key, nil, []string{"want <="}},
+		{"window beyond MaxWindow", 1, ratelimit.MaxWindow + 1, key, nil, []string{"want > 0 and <= 17520h0m0s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

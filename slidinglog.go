@@ -1,14 +1,33 @@
 package ratelimit
 
+import (
+	"encoding/binary"
+	"unsafe"
+)
+
 // slidingLog is the exact algorithm: a ring of the instants of allowed
 // requests. The ring grows on demand up to the limit and shrinks as it
 // drains, so a policy of a billion per hour costs nothing until it is used.
+//
+// A key's first instant is held inline in its state (most keys, one visit
+// from an address say, never log a second). From the second on, instants
+// live in a ring of 7-byte offsets from a base instant, the state's t:
+// 7 bytes span two years of nanoseconds, far more than any window, and at
+// 300 instants the ring fits Go's 2,304-byte size class where 8-byte
+// instants would take 2,688.
 type slidingLog struct{}
 
-// minLogCap is the smallest ring that shrinks: below it, shrinking would
-// only churn allocations. Rings start at one instant, since most keys (one
-// visit from an address, say) never log a second.
-const minLogCap = 4
+const (
+	// slotBytes is the width of one instant in a ring.
+	slotBytes = 7
+	// maxOffset is the largest offset a slot holds, about 2.28 years in
+	// nanoseconds; windows are shorter (see MaxWindow), so rebasing the
+	// ring on its oldest instant always brings a new one into range.
+	maxOffset = 1<<(8*slotBytes) - 1
+	// minLogCap is the smallest ring that shrinks: below it, shrinking
+	// would only churn allocations.
+	minLogCap = 4
+)
 
 func (slidingLog) decide(s *state, limit, window, now, cost int64) verdict {
 	s.evict(now - window)
@@ -40,55 +59,92 @@ func (slidingLog) last(s *state) int64 {
 	return s.at(int64(s.n) - 1)
 }
 
-func (l slidingLog) idle(s *state, now, maxWindow int64) bool {
-	return s.n == 0 || l.last(s) <= now-maxWindow
+func (l slidingLog) idleAt(s *state, maxWindow int64) int64 {
+	if s.n == 0 {
+		return -1 << 63
+	}
+	return l.last(s) + maxWindow
+}
+
+func (slidingLog) minIdle(_, _, maxWindow int64) int64 { return maxWindow }
+
+// slots returns the ring's bytes: size slots and one byte more, so that
+// every slot can be read with one 8-byte load.
+func (s *state) slots() []byte {
+	return unsafe.Slice(s.ring, int(s.size)*slotBytes+1)
 }
 
 // at returns the i-th oldest instant held.
 func (s *state) at(i int64) int64 {
-	j := int64(s.head) + i
-	if j >= int64(len(s.log)) {
-		j -= int64(len(s.log))
+	if s.ring == nil {
+		return s.t // the one instant held inline
 	}
-	return s.log[j]
+	j := int64(s.head) + i
+	if j >= int64(s.size) {
+		j -= int64(s.size)
+	}
+	return s.t + int64(binary.LittleEndian.Uint64(s.slots()[j*slotBytes:])&maxOffset)
+}
+
+// putSlot writes offset off to slot j of ring, keeping the byte after it,
+// which belongs to the next slot.
+func putSlot(ring []byte, j int64, off int64) {
+	b := ring[j*slotBytes:]
+	v := binary.LittleEndian.Uint64(b)
+	binary.LittleEndian.PutUint64(b, v&^maxOffset|uint64(off))
 }
 
 // evict drops instants at or before cut: an instant exactly one window old
 // no longer counts.
 func (s *state) evict(cut int64) {
-	for s.n > 0 && s.log[s.head] <= cut {
+	if s.ring == nil {
+		if s.n == 1 && s.t <= cut {
+			s.n = 0
+		}
+		return
+	}
+	for s.n > 0 && s.at(0) <= cut {
 		s.head++
-		if int(s.head) == len(s.log) {
+		if s.head == s.size {
 			s.head = 0
 		}
 		s.n--
 	}
 	switch {
 	case s.n == 0:
-		s.log, s.head = nil, 0
-	case len(s.log) > minLogCap && int(s.n) <= len(s.log)/4:
-		s.resize(len(s.log) / 2)
+		s.ring, s.size, s.head = nil, 0, 0
+	case s.size > minLogCap && s.n <= s.size/4:
+		s.resize(int(s.size / 2))
 	}
 }
 
-// push appends t, growing the ring (doubling, capped at limit) when full.
+// push appends t, which is no older than any instant held, growing the
+// ring (doubling, capped at limit) when full.
 func (s *state) push(t, limit int64) {
-	if int(s.n) == len(s.log) {
-		s.resize(int(min(max(int64(2*len(s.log)), 1), limit)))
+	switch {
+	case s.n == 0 && s.ring == nil:
+		s.t, s.n = t, 1
+		return
+	case s.n == s.size || s.ring == nil:
+		s.resize(int(min(max(2*int64(s.size), 2), limit)))
+	case t-s.t > maxOffset:
+		s.resize(int(s.size)) // rebase on the oldest instant
 	}
-	i := int(s.head) + int(s.n)
-	if i >= len(s.log) {
-		i -= len(s.log)
+	j := int64(s.head) + int64(s.n)
+	if j >= int64(s.size) {
+		j -= int64(s.size)
 	}
-	s.log[i] = t
+	putSlot(s.slots(), j, t-s.t)
 	s.n++
 }
 
-// resize moves the held instants, oldest first, into a ring of size c.
+// resize moves the held instants (at least one), oldest first, into a ring
+// of size c based on the oldest.
 func (s *state) resize(c int) {
-	ring := make([]int64, c)
+	base := s.at(0)
+	ring := make([]byte, c*slotBytes+1)
 	for i := range int64(s.n) {
-		ring[i] = s.at(i)
+		putSlot(ring, i, s.at(i)-base)
 	}
-	s.log, s.head = ring, 0
+	s.ring, s.size, s.head, s.t = &ring[0], int32(c), 0, base
 }

@@ -17,14 +17,19 @@ type Policy struct {
 	Window time.Duration
 }
 
+// MaxWindow is the longest window a Policy may have: two years, well
+// beyond any rate limit's, and within what the sliding log's compact ring
+// can span.
+const MaxWindow = 2 * 365 * 24 * time.Hour
+
 // validate reports what is wrong with p, or nil.
 func (p Policy) validate() error {
 	var errs []error
 	if p.Limit < 1 {
 		errs = append(errs, fmt.Errorf("ratelimit: policy %q: limit %d, want >= 1", p.Name, p.Limit))
 	}
-	if p.Window <= 0 {
-		errs = append(errs, fmt.Errorf("ratelimit: policy %q: window %v, want > 0", p.Name, p.Window))
+	if p.Window <= 0 || p.Window > MaxWindow {
+		errs = append(errs, fmt.Errorf("ratelimit: policy %q: window %v, want > 0 and <= %v", p.Name, p.Window, MaxWindow))
 	}
 	if !validPolicyName(p.Name) {
 		errs = append(errs, fmt.Errorf("ratelimit: policy name %q: want 1 to 64 characters of [A-Za-z0-9._-]", p.Name))

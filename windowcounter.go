@@ -74,9 +74,16 @@ func (windowCounter) reset(s *state, window, now int64) int64 {
 	return window - elapsed + max(1, window-mulDivFloor(cur-1, window, cur))
 }
 
-func (windowCounter) idle(s *state, now, maxWindow int64) bool {
-	return s.n == 0 && s.head == 0 || now-s.t >= 2*maxWindow
+func (windowCounter) idleAt(s *state, maxWindow int64) int64 {
+	if s.n == 0 && s.head == 0 {
+		return -1 << 63
+	}
+	return s.t + 2*maxWindow
 }
+
+// minIdle: the window's start is at most one window back, and windows are
+// at most maxWindow.
+func (windowCounter) minIdle(_, _, maxWindow int64) int64 { return maxWindow }
 
 func (windowCounter) last(s *state) int64 { return s.t }
 
