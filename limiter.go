@@ -13,12 +13,16 @@ import (
 //
 // A Limiter is safe for simultaneous use by multiple goroutines.
 type Limiter struct {
-	config   // as the options left it, store included
-	key      KeyFunc
-	owned    io.Closer // the store New made, closed by Close
-	def      *plan
-	plans    map[string]*plan
-	pkSecret []byte // keys RateLimit's pk; nil when it is off
+	config // as the options left it, store included
+	key    KeyFunc
+	owned  io.Closer // the store New made, closed by Close
+	// ms is the store when it is a memory store, called directly so that
+	// keys from an extractor that makes them fresh are kept uncopied.
+	ms        *MemoryStore
+	freshKeys bool // key makes fresh keys (see makesFreshKeys)
+	def       *plan
+	plans     map[string]*plan
+	pkSecret  []byte // keys RateLimit's pk; nil when it is off
 }
 
 // Result is one decision.
@@ -83,7 +87,7 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 		return nil, err
 	}
 
-	l := &Limiter{config: c, key: key, def: def, plans: plans}
+	l := &Limiter{config: c, key: key, def: def, plans: plans, freshKeys: makesFreshKeys(key)}
 	if c.partitionKey {
 		l.pkSecret = make([]byte, 32)
 		rand.Read(l.pkSecret)
@@ -92,6 +96,7 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 		ms := newMemoryStore(c.mem)
 		l.store, l.owned = ms, ms
 	}
+	l.ms, _ = l.store.(*MemoryStore)
 	return l, nil
 }
 

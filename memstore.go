@@ -239,6 +239,12 @@ func isTimeNow(clock func() time.Time) bool {
 
 // Take implements Store.
 func (s *MemoryStore) Take(_ context.Context, key string, policies []Policy, cost int) (Result, error) {
+	return s.take(key, false, policies, cost)
+}
+
+// take is Take; fresh says that key shares no memory with a larger string,
+// so that a new key may be kept without a copy.
+func (s *MemoryStore) take(key string, fresh bool, policies []Policy, cost int) (Result, error) {
 	if err := checkTake(policies, cost); err != nil {
 		return Result{}, err
 	}
@@ -254,7 +260,7 @@ func (s *MemoryStore) Take(_ context.Context, key string, policies []Policy, cos
 		sh.mu.RUnlock()
 		if e == nil {
 			var err error
-			if e, err = s.insert(sh, key, policies); err != nil {
+			if e, err = s.insert(sh, key, fresh, policies); err != nil {
 				return Result{}, err
 			}
 		}
@@ -340,7 +346,7 @@ func result(p Policy, v verdict) Result {
 
 // insert adds key to sh, sweeping a few idle keys first and making room if
 // the shard is full.
-func (s *MemoryStore) insert(sh *shard, key string, policies []Policy) (*entry, error) {
+func (s *MemoryStore) insert(sh *shard, key string, fresh bool, policies []Policy) (*entry, error) {
 	now := s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -356,9 +362,12 @@ func (s *MemoryStore) insert(sh *shard, key string, policies []Policy) (*entry, 
 	}
 	e := &entry{}
 	e.reset(len(policies))
-	// Clone so the map does not pin a larger string the key was cut from
-	// (a whole header, say).
-	sh.m[strings.Clone(key)] = e
+	if !fresh {
+		// Copy, so that the map does not pin a larger string the key was
+		// cut from (a whole header, say).
+		key = strings.Clone(key)
+	}
+	sh.m[key] = e
 	sh.peak = max(sh.peak, len(sh.m))
 	sh.sweepAt = min(sh.sweepAt, now+s.minIdle(policies))
 	return e, nil

@@ -3,12 +3,16 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 )
 
 // fakeClock is a clock the test moves by hand.
@@ -405,5 +409,63 @@ func TestInjectedClockNeverStepsBack(t *testing.T) {
 	clk.Advance(50 * time.Second) // 60s
 	if res, _ := s.Take(context.Background(), "k", p, 1); !res.Allowed || res.Reset != 30*time.Second {
 		t.Errorf("at 60s: got %+v, want allowed with Reset 30s (the instant at 30s is oldest)", res)
+	}
+}
+
+// A key cut from a larger string is copied before the store keeps it, so
+// that it does not pin the larger one; keys the built-in extractors make
+// afresh are kept as they come, which saves new keys an allocation.
+func TestStoreKeepsNoLargerString(t *testing.T) {
+	big := strings.Repeat("k", 1<<16)
+	cut := KeyFunc(func(r *http.Request) (string, error) {
+		return big[:10+len(r.Header.Get("X-Api-Key"))], nil
+	})
+	l, err := New(10, time.Minute, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Api-Key", "abc")
+	l.Handler(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), r)
+	found := 0
+	for i := range l.ms.shards {
+		for k := range l.ms.shards[i].m {
+			found++
+			if p := uintptr(unsafe.Pointer(unsafe.StringData(k))); p >= uintptr(unsafe.Pointer(unsafe.StringData(big))) && p < uintptr(unsafe.Pointer(unsafe.StringData(big)))+uintptr(len(big)) {
+				t.Error("the store keeps a slice of the string the key was cut from")
+			}
+		}
+	}
+	if found != 1 {
+		t.Fatalf("%d keys in the store, want 1", found)
+	}
+
+	// The same key made by KeyByHeader and by an equivalent KeyFunc of
+	// the caller's: the store copies only the latter.
+	custom := KeyFunc(func(r *http.Request) (string, error) { return "apikey:" + r.Header.Get("X-Api-Key"), nil })
+	newKeyAllocs := func(key KeyFunc) float64 {
+		l, err := New(10, time.Minute, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		h := l.Handler(http.NotFoundHandler())
+		reqs := make([]*http.Request, 1002)
+		for i := range reqs {
+			reqs[i] = httptest.NewRequest("GET", "/", nil)
+			reqs[i].Header.Set("X-Api-Key", "client-"+strconv.Itoa(i))
+		}
+		w := httptest.NewRecorder()
+		n := 0
+		return testing.AllocsPerRun(1000, func() {
+			clear(w.Header())
+			h.ServeHTTP(w, reqs[n])
+			n++
+		})
+	}
+	builtin, theirs := newKeyAllocs(KeyByHeader("X-Api-Key")), newKeyAllocs(custom)
+	if builtin > theirs-0.9 {
+		t.Errorf("a new key costs %.2f allocations through KeyByHeader and %.2f through a KeyFunc of the caller's, want one fewer", builtin, theirs)
 	}
 }

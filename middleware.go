@@ -37,17 +37,22 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 			l.keyErr(w, r, err)
 			return
 		}
-		p := l.def
+		p, fresh := l.def, l.freshKeys
 		if l.choose != nil {
 			if named := l.plans[l.choose(r, key)]; named != nil {
-				p, key = named, named.prefix+key
+				p, key, fresh = named, named.prefix+key, true
 			}
 		}
 		cost := 1
 		if l.cost != nil {
 			cost = l.cost(r)
 		}
-		res, err := l.store.Take(r.Context(), key, p.policies, cost)
+		var res Result
+		if l.ms != nil {
+			res, err = l.ms.take(key, fresh, p.policies, cost)
+		} else {
+			res, err = l.store.Take(r.Context(), key, p.policies, cost)
+		}
 		if err != nil {
 			if l.hooks.OnError != nil {
 				l.hooks.OnError(r, err)
