@@ -125,10 +125,13 @@ func (s *state) push(t, limit int64) {
 	case s.n == 0 && s.ring == nil:
 		s.t, s.n = t, 1
 		return
-	case s.n == s.size || s.ring == nil:
-		s.resize(int(min(max(2*int64(s.size), 2), limit)))
-	case t-s.t > maxOffset:
-		s.resize(int(s.size)) // rebase on the oldest instant
+	case s.ring == nil:
+		s.resize(int(min(2, limit)))
+	case s.n == s.size:
+		s.resize(int(min(2*int64(s.size), limit)))
+	}
+	if t-s.t > maxOffset {
+		s.rebase()
 	}
 	j := int64(s.head) + int64(s.n)
 	if j >= int64(s.size) {
@@ -139,12 +142,38 @@ func (s *state) push(t, limit int64) {
 }
 
 // resize moves the held instants (at least one), oldest first, into a ring
-// of size c based on the oldest.
+// of size c.
 func (s *state) resize(c int) {
-	base := s.at(0)
 	ring := make([]byte, c*slotBytes+1)
-	for i := range int64(s.n) {
-		putSlot(ring, i, s.at(i)-base)
+	if s.ring == nil {
+		// The one instant held inline becomes the base, at offset 0.
+		s.ring, s.size, s.head = &ring[0], int32(c), 0
+		return
 	}
-	s.ring, s.size, s.head, s.t = &ring[0], int32(c), 0, base
+	// The offsets keep their base: copy the slots as bytes, in at most
+	// two runs, as the ring wraps.
+	old := s.slots()
+	head, n, size := int(s.head), int(s.n), int(s.size)
+	k := copy(ring, old[head*slotBytes:min(head+n, size)*slotBytes])
+	if head+n > size {
+		copy(ring[k:], old[:(head+n-size)*slotBytes])
+	}
+	s.ring, s.size, s.head = &ring[0], int32(c), 0
+}
+
+// rebase moves the ring's base to its oldest instant, rewriting every
+// offset, so that a new instant's offset fits a slot: instants in the ring
+// are all within a window of each other, and windows are shorter than a
+// slot spans. A key has to stay active for two years to need it.
+func (s *state) rebase() {
+	base := s.at(0)
+	ring := s.slots()
+	for i := range int64(s.n) {
+		j := int64(s.head) + i
+		if j >= int64(s.size) {
+			j -= int64(s.size)
+		}
+		putSlot(ring, j, s.at(i)-base)
+	}
+	s.t = base
 }
