@@ -9,7 +9,7 @@ type Algorithm int
 const (
 	// SlidingLog keeps the instant of every allowed request in the window
 	// and is exact: no rolling window ever holds more than the limit. A key
-	// costs 8 bytes per logged request on top of its fixed cost.
+	// costs 7 bytes per logged request on top of its fixed cost.
 	SlidingLog Algorithm = iota
 	// SlidingWindowCounter counts requests in fixed windows and weighs the
 	// previous window's count by how much of it the rolling window still
