@@ -23,12 +23,12 @@ import (
 //     clock steps back (or a failover lands on a server whose clock lags);
 //     eviction from the head and the O(1) ends of a list rely on it.
 //   - The instant written is TIME's own digits when now is the server's
-//     time, and otherwise printed by dec in two halves with '%d': Lua's
-//     tostring keeps only 14 significant digits, its '%d' takes a C long
-//     (32 bits on some builds), and a number handed to redis.call is exact
-//     but formatted by Redis 7.0 with %.17g, which costs about twice as
-//     much. For the same reason constant indexes are string literals ('0',
-//     '-1').
+//     time, and otherwise, like the expiry, printed by dec in two halves
+//     with '%d': Lua's tostring keeps only 14 significant digits, its '%d'
+//     takes a C long (32 bits on some builds), and a number handed to
+//     redis.call is exact but formatted by Redis 7.0 with %.17g, which
+//     costs about twice as much. For the same reason constant indexes are
+//     string literals ('0', '-1').
 //   - Eviction finds the instants at or before now - window by galloping
 //     from the head and then bisecting, so a key that drains many instants
 //     at once costs O(log n) LINDEX calls, and one LTRIM removes them.
@@ -37,13 +37,29 @@ import (
 //     reply turned back into Lua values; TIME alone about twice LLEN), so
 //     the common paths make few: a refusal reads TIME, LLEN and the ends
 //     of each log (one LINDEX when it holds one instant); an admission
-//     adds RPUSH and PEXPIRE. Reading a short log whole with one LRANGE
-//     instead was measured: each element returned costs about half a call,
-//     so it saves a little on two or three instants and costs more on an
-//     empty or a long log. The cost is compared as the string '1' to skip
-//     a tonumber in the common case.
-//   - The TTL is set on every write to the time until the newest instant
-//     leaves the window; LTRIM keeps it, so no key is ever without one.
+//     adds RPUSH, and PEXPIREAT only when the expiry has to move (below).
+//     Reading a short log whole with one LRANGE instead was measured: each
+//     element returned costs about half a call, so it saves a little on
+//     two or three instants and costs more on an empty or a long log. The
+//     cost is compared as the string '1' to skip a tonumber in the common
+//     case.
+//   - The expiry is absolute (PEXPIREAT), in steps of a quantum q, a
+//     quarter of the window (at least 1µs): a write sets it to
+//     (floor(now/q)+1)*q + window, rounded up to the millisecond, only
+//     when the log was empty (a new key) or its newest instant lies in an
+//     earlier quantum than now. Every log then keeps an expiry at or after
+//     its newest instant + window: it holds where the expiry is set, since
+//     now < (floor(now/q)+1)*q; a write that skips it adds an instant in
+//     the quantum of the newest one, which the expiry already covers;
+//     LTRIM keeps the expiry and a log drained whole is deleted. So no key
+//     is ever without a TTL and none expires while it holds a live
+//     instant. The price: an idle key lingers up to a quarter window (and
+//     a millisecond) longer than the window, and a busy key pays a
+//     PEXPIREAT once a quarter window instead of on every write. The
+//     argument needs every writer of a log to follow the same rule: a
+//     script that set the expiry to exactly the window (before this rule)
+//     can leave a key that this one then lets expire early, so do not run
+//     the two against one Redis at once (see the README).
 const takeScript = `
 local floor = math.floor
 local t = redis.call('TIME')
@@ -134,7 +150,7 @@ local batch
 local best, brem, breset = 0, 0, 0
 for i = 1, #KEYS do
   local k, q = KEYS[i], p[i]
-  local limit, window, n, head = q[1], q[2], q[3], q[4]
+  local limit, window, n, head, newest = q[1], q[2], q[3], q[4], q[5]
   if cost == 1 then
     redis.call('RPUSH', k, stamp)
   else
@@ -149,7 +165,12 @@ for i = 1, #KEYS do
       left = left - m
     end
   end
-  redis.call('PEXPIRE', k, math.ceil((now + window - server) / 1000))
+  -- The expiry: see the comment above.
+  local quantum = math.max(floor(window / 4), 1)
+  local b = floor(now / quantum)
+  if n == 0 or floor(newest / quantum) < b then
+    redis.call('PEXPIREAT', k, dec(math.ceil(((b + 1) * quantum + window) / 1000)))
+  end
   local rem = limit - n - cost
   local reset = (head or now) + window - now
   if best == 0 or rem < brem or (rem == brem and reset > breset) then
