@@ -18,8 +18,10 @@
 // whose clocks disagree still share one window; evicts the instants that
 // have left each policy's window; decides for every policy; and, only if all
 // of them allow it, appends the request's instant cost times to each
-// policy's log and sets the log's TTL to the window. No key is ever left
-// without a TTL, and a rejected request is never recorded.
+// policy's log. No key is ever left without a TTL, none expires while it
+// holds an instant still in its window, and a rejected request is never
+// recorded. The TTL moves in steps of a quarter window, so an idle key
+// lingers up to a quarter window past its window; see the README.
 //
 // # Keys and memory
 //
