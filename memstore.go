@@ -68,7 +68,7 @@ type shard struct {
 type entry struct {
 	mu    sync.Mutex
 	first state    // the first policy's state, inline
-	rest  *[]state // the other policies' states, if any; dropped once dropped
+	rest  *[]state // the other policies' states, if any; dropped once removed
 }
 
 // dropped marks an entry removed from its shard, so that a request that
@@ -344,8 +344,8 @@ func result(p Policy, v verdict) Result {
 	}
 }
 
-// insert adds key to sh, sweeping a few idle keys first and making room if
-// the shard is full.
+// insert adds key to sh, sweeping the shard first when a sweep is due and
+// making room if the shard is full.
 func (s *MemoryStore) insert(sh *shard, key string, fresh bool, policies []Policy) (*entry, error) {
 	now := s.now()
 	sh.mu.Lock()
