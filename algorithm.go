@@ -86,11 +86,10 @@ type verdict struct {
 
 // state is one policy's memory for one key. Its fields are shared by the
 // algorithms so that an entry holds its first state inline, without a
-// separate allocation, in 32 bytes.
+// separate allocation, in 24 bytes.
 type state struct {
 	ring *byte // SlidingLog: ring of instants, nil while it holds at most one (see slidinglog.go)
 	t    int64 // GCRA: theoretical arrival time; counter: current window's start; SlidingLog: the instant held inline, or the ring's base
 	head int32 // SlidingLog: index of the oldest instant; counter: previous window's count
 	n    int32 // SlidingLog: instants held; counter: current window's count
-	size int32 // SlidingLog: the ring's capacity in instants
 }

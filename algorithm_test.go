@@ -92,7 +92,7 @@ func newModel(a Algorithm, limit, window int64) model {
 // clone deep-copies s, so a test can ask it hypothetical questions.
 func (s state) clone() state {
 	if s.ring != nil {
-		ring := slices.Clone(s.slots())
+		ring := slices.Clone(s.ringBytes())
 		s.ring = &ring[0]
 	}
 	return s
@@ -246,9 +246,9 @@ func TestMultiPolicyAtomicityPerAlgorithm(t *testing.T) {
 				clk.Advance(time.Millisecond)
 			}
 			// Ask the big policy alone through the same entry's state.
-			e := findEntry(s, "k")
+			e, st := findEntry(s, "k")
 			e.mu.Lock()
-			v := s.algo.decide(e.state(1), 100, int64(time.Hour), s.now(), 1)
+			v := s.algo.decide(st.at(1), 100, int64(time.Hour), s.now(), 1)
 			e.mu.Unlock()
 			if v.remaining != 100-2-1 {
 				t.Errorf("big policy: %d remaining before this request, want %d (only the 2 allowed requests recorded)", v.remaining+1, 100-2)
@@ -257,13 +257,22 @@ func TestMultiPolicyAtomicityPerAlgorithm(t *testing.T) {
 	}
 }
 
-func findEntry(s *MemoryStore, key string) *entry {
+// findEntry returns key's entry in s and its states, or nil.
+func findEntry(s *MemoryStore, key string) (*entry, states) {
 	for i := range s.shards {
-		if e := s.shards[i].m[key]; e != nil {
-			return e
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		e := sh.m[key]
+		var st states
+		if e != nil {
+			st = sh.states(e)
+		}
+		sh.mu.RUnlock()
+		if e != nil {
+			return e, st
 		}
 	}
-	return nil
+	return nil, states{}
 }
 
 // The sliding log keeps its instants as 7-byte offsets from a base: a key

@@ -362,22 +362,17 @@ func FuzzMemoryStore(f *testing.F) {
 
 // checkLogs checks that no log of key holds more than its policy's limit.
 func checkLogs(t *testing.T, s *MemoryStore, key string, policies []Policy) {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.RLock()
-		e := sh.m[key]
-		sh.mu.RUnlock()
-		if e == nil {
-			continue
+	e, sts := findEntry(s, key)
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for j, p := range policies {
+		st := sts.at(j)
+		if int(st.n) > p.Limit || int(st.size()) > p.Limit {
+			t.Fatalf("key %s policy %s: %d instants in a ring of %d, limit %d", key, p.Name, st.n, st.size(), p.Limit)
 		}
-		e.mu.Lock()
-		for j, p := range policies {
-			st := e.state(j)
-			if int(st.n) > p.Limit || int(st.size) > p.Limit {
-				t.Fatalf("key %s policy %s: %d instants in a ring of %d, limit %d", key, p.Name, st.n, st.size, p.Limit)
-			}
-		}
-		e.mu.Unlock()
 	}
 }
 

@@ -54,53 +54,56 @@ type MemoryStore struct {
 var _ Store = (*MemoryStore)(nil)
 
 type shard struct {
-	mu   sync.RWMutex
-	m    map[string]*entry
+	mu sync.RWMutex
+	m  map[string]*entry
+	// rest holds, for the keys with several policies, the states of all
+	// but the first, so that the usual key with one policy pays nothing
+	// for them. A key's states are made with it and never change.
+	rest map[*entry][]state
 	peak int // most keys m has held since it was made
 	// A new key sweeps the shard once it holds sweepLen keys, unless no
 	// key can be idle yet: none is before sweepAt.
 	sweepLen int
 	sweepAt  int64
-	_        [8]byte // 64 bytes: shards do not share cache lines
 }
 
-// entry is one key's state. Its lock guards every field.
+// entry is one key's lock and the state of its first policy, 32 bytes.
+// The lock guards the entry's states, this one and any in the shard's
+// rest.
 type entry struct {
 	mu    sync.Mutex
-	first state    // the first policy's state, inline
-	rest  *[]state // the other policies' states, if any; dropped once removed
+	first state
 }
 
-// dropped marks an entry removed from its shard, so that a request that
-// found it just before looks the key up again instead of counting into a
-// lost entry. A sentinel rather than a flag keeps a single-policy entry at
-// 48 bytes, a size class of its own; a flag would make it 64.
-var dropped = new([]state)
+// dropped marks an entry removed from its shard (as its first state's
+// ring), so that a request that found it just before looks the key up
+// again instead of counting into a lost entry.
+var dropped = new(byte)
 
-func (e *entry) dead() bool { return e.rest == dropped }
+func (e *entry) dead() bool { return e.first.ring == dropped }
 
-func (e *entry) state(i int) *state {
+// states are one key's states, one per policy.
+type states struct {
+	first *state
+	rest  []state
+}
+
+func (st states) at(i int) *state {
 	if i == 0 {
-		return &e.first
+		return st.first
 	}
-	return &(*e.rest)[i-1]
+	return &st.rest[i-1]
 }
 
-// policies returns how many policies e has state for.
-func (e *entry) policies() int {
-	if e.rest == nil {
-		return 1
-	}
-	return 1 + len(*e.rest)
-}
+func (st states) len() int { return 1 + len(st.rest) }
 
-// reset forgets e's state and makes room for n policies.
-func (e *entry) reset(n int) {
-	e.first, e.rest = state{}, nil
-	if n > 1 {
-		rest := make([]state, n-1)
-		e.rest = &rest
+// states returns e's states. The caller holds sh.mu.
+func (sh *shard) states(e *entry) states {
+	st := states{first: &e.first}
+	if len(sh.rest) > 0 {
+		st.rest = sh.rest[e]
 	}
+	return st
 }
 
 // Overflow says what a store bounded by WithMaxKeys does with a new key
@@ -257,10 +260,14 @@ func (s *MemoryStore) take(key string, fresh bool, policies []Policy, cost int) 
 	for {
 		sh.mu.RLock()
 		e := sh.m[key]
+		var st states
+		if e != nil {
+			st = sh.states(e)
+		}
 		sh.mu.RUnlock()
-		if e == nil {
+		if e == nil || st.len() != len(policies) {
 			var err error
-			if e, err = s.insert(sh, key, fresh, policies); err != nil {
+			if e, st, err = s.insert(sh, key, fresh, policies); err != nil {
 				return Result{}, err
 			}
 		}
@@ -269,14 +276,9 @@ func (s *MemoryStore) take(key string, fresh bool, policies []Policy, cost int) 
 			e.mu.Unlock()
 			continue
 		}
-		if e.policies() != len(policies) {
-			// A caller changed the policies of a key: start it over
-			// rather than index states that do not exist.
-			e.reset(len(policies))
-		}
 		// Read the clock under the key's lock so that instants are logged
 		// in the order they were read.
-		res := decide(s.algo, e, policies, s.now(), int64(cost))
+		res := decide(s.algo, st, policies, s.now(), int64(cost))
 		e.mu.Unlock()
 		return res, nil
 	}
@@ -301,22 +303,22 @@ func checkTake(policies []Policy, cost int) error {
 	return nil
 }
 
-// last returns an instant that grows with e's activity.
-func (s *MemoryStore) last(e *entry) int64 {
-	t := s.algo.last(&e.first)
-	for i := 1; i < e.policies(); i++ {
-		t = max(t, s.algo.last(e.state(i)))
+// last returns an instant that grows with a key's activity.
+func (s *MemoryStore) last(st states) int64 {
+	t := s.algo.last(st.first)
+	for _, r := range st.rest {
+		t = max(t, s.algo.last(&r))
 	}
 	return t
 }
 
 // decide checks every policy, then records in all of them or none, and
 // reports the policy that binds tightest.
-func decide(a algorithm, e *entry, policies []Policy, now, cost int64) Result {
+func decide(a algorithm, st states, policies []Policy, now, cost int64) Result {
 	var worst verdict
 	wi := -1
 	for i, p := range policies {
-		v := a.decide(e.state(i), int64(p.Limit), int64(p.Window), now, cost)
+		v := a.decide(st.at(i), int64(p.Limit), int64(p.Window), now, cost)
 		if !v.ok && (wi < 0 || v.retry > worst.retry) {
 			worst, wi = v, i
 		}
@@ -325,7 +327,7 @@ func decide(a algorithm, e *entry, policies []Policy, now, cost int64) Result {
 		return result(policies[wi], worst)
 	}
 	for i, p := range policies {
-		v := a.record(e.state(i), int64(p.Limit), int64(p.Window), now, cost)
+		v := a.record(st.at(i), int64(p.Limit), int64(p.Window), now, cost)
 		if wi < 0 || v.remaining < worst.remaining || v.remaining == worst.remaining && v.reset > worst.reset {
 			worst, wi = v, i
 		}
@@ -345,23 +347,37 @@ func result(p Policy, v verdict) Result {
 }
 
 // insert adds key to sh, sweeping the shard first when a sweep is due and
-// making room if the shard is full.
-func (s *MemoryStore) insert(sh *shard, key string, fresh bool, policies []Policy) (*entry, error) {
+// making room if the shard is full. A key there already is returned, or
+// started over if it has states for a different number of policies: a
+// caller changed its policies.
+func (s *MemoryStore) insert(sh *shard, key string, fresh bool, policies []Policy) (*entry, states, error) {
 	now := s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.m[key]; e != nil {
-		return e, nil
+		if st := sh.states(e); st.len() == len(policies) {
+			return e, st, nil
+		}
+		e.mu.Lock()
+		s.drop(sh, key, e)
+		e.mu.Unlock()
 	}
 	if len(sh.m) >= sh.sweepLen && now >= sh.sweepAt {
 		s.sweep(sh, now)
 	}
 	if s.perShard > 0 && len(sh.m) >= s.perShard && !s.makeRoom(sh, now) {
 		s.rejected.Add(1)
-		return nil, ErrStoreFull
+		return nil, states{}, ErrStoreFull
 	}
 	e := &entry{}
-	e.reset(len(policies))
+	st := states{first: &e.first}
+	if len(policies) > 1 {
+		st.rest = make([]state, len(policies)-1)
+		if sh.rest == nil {
+			sh.rest = make(map[*entry][]state)
+		}
+		sh.rest[e] = st.rest
+	}
 	if !fresh {
 		// Copy, so that the map does not pin a larger string the key was
 		// cut from (a whole header, say).
@@ -370,7 +386,7 @@ func (s *MemoryStore) insert(sh *shard, key string, fresh bool, policies []Polic
 	sh.m[key] = e
 	sh.peak = max(sh.peak, len(sh.m))
 	sh.sweepAt = min(sh.sweepAt, now+s.minIdle(policies))
-	return e, nil
+	return e, st, nil
 }
 
 // minIdle returns the least time a new key of policies takes to go idle
@@ -397,7 +413,7 @@ func (s *MemoryStore) sweep(sh *shard, now int64) {
 		// Waiting here is safe: no goroutine holds a key's lock while it
 		// asks for a shard's.
 		e.mu.Lock()
-		if at := s.idleAt(e, maxWindow); at <= now {
+		if at := s.idleAt(sh.states(e), maxWindow); at <= now {
 			s.drop(sh, k, e)
 		} else {
 			next = min(next, at)
@@ -408,20 +424,21 @@ func (s *MemoryStore) sweep(sh *shard, now int64) {
 	sh.sweepAt = next
 }
 
-// idleAt returns the instant from which every state of e is idle. The
-// caller holds e.mu.
-func (s *MemoryStore) idleAt(e *entry, maxWindow int64) int64 {
-	at := int64(-1 << 63)
-	for i := range e.policies() {
-		at = max(at, s.algo.idleAt(e.state(i), maxWindow))
+// idleAt returns the instant from which every state of a key is idle.
+// The caller holds the key's lock.
+func (s *MemoryStore) idleAt(st states, maxWindow int64) int64 {
+	at := s.algo.idleAt(st.first, maxWindow)
+	for i := range st.rest {
+		at = max(at, s.algo.idleAt(&st.rest[i], maxWindow))
 	}
 	return at
 }
 
 // drop removes e from sh. The caller holds sh.mu and e.mu.
 func (s *MemoryStore) drop(sh *shard, k string, e *entry) {
-	e.rest = dropped
+	e.first.ring = dropped
 	delete(sh.m, k)
+	delete(sh.rest, e)
 }
 
 // makeRoom frees a place in the full shard sh, reporting whether it could.
@@ -441,12 +458,13 @@ func (s *MemoryStore) makeRoom(sh *shard, now int64) bool {
 		// Waiting here is safe: no goroutine holds a key's lock while it
 		// asks for a shard's.
 		e.mu.Lock()
-		if s.idleAt(e, maxWindow) <= now {
+		st := sh.states(e)
+		if s.idleAt(st, maxWindow) <= now {
 			s.drop(sh, k, e)
 			e.mu.Unlock()
 			return true
 		}
-		if t := s.last(e); t < victimAt {
+		if t := s.last(st); t < victimAt {
 			victim, victimKey, victimAt = e, k, t
 		}
 		e.mu.Unlock()
@@ -477,7 +495,7 @@ func (s *MemoryStore) sweepLoop() {
 }
 
 // sweepAll drops every idle key and gives each shard that has shrunk to a
-// quarter of its peak a map of its present size, since Go maps keep the
+// quarter of its peak maps of their present size, since Go maps keep the
 // memory of their peak.
 func (s *MemoryStore) sweepAll() {
 	for i := range s.shards {
@@ -486,14 +504,21 @@ func (s *MemoryStore) sweepAll() {
 		sh.mu.Lock()
 		s.sweep(sh, now)
 		if sh.peak >= 64 && len(sh.m) <= sh.peak/4 {
-			m := make(map[string]*entry, len(sh.m))
-			for k, e := range sh.m {
-				m[k] = e
-			}
-			sh.m, sh.peak = m, len(m)
+			sh.m, sh.peak = resized(sh.m), len(sh.m)
+			sh.rest = resized(sh.rest)
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// resized returns a copy of m made for its present size (maps.Clone may
+// keep m's capacity).
+func resized[K comparable, V any](m map[K]V) map[K]V {
+	r := make(map[K]V, len(m))
+	for k, v := range m {
+		r[k] = v
+	}
+	return r
 }
 
 // Stats reports the store's counters.

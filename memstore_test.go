@@ -3,8 +3,10 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,14 +145,14 @@ func TestSlidingLogGrowsAndShrinks(t *testing.T) {
 			}
 		}
 	}
-	if c := e.first.size; c > 128 {
+	if c := e.first.size(); c > 128 {
 		t.Errorf("100 requests under a limit of a billion: ring capacity %d, want <= 128 (grown on demand)", c)
 	}
 	clk.Advance(time.Hour)
 	if _, err := s.Take(context.Background(), "k", huge, 1); err != nil {
 		t.Fatal(err)
 	}
-	if c := e.first.size; c > minLogCap {
+	if c := e.first.size(); c > minLogCap {
 		t.Errorf("after the window drained: ring capacity %d, want <= %d", c, minLogCap)
 	}
 }
@@ -467,5 +469,92 @@ func TestStoreKeepsNoLargerString(t *testing.T) {
 	builtin, theirs := newKeyAllocs(KeyByHeader("X-Api-Key")), newKeyAllocs(custom)
 	if builtin > theirs-0.9 {
 		t.Errorf("a new key costs %.2f allocations through KeyByHeader and %.2f through a KeyFunc of the caller's, want one fewer", builtin, theirs)
+	}
+}
+
+// A key keeps one state per policy of the Take that made it; a Take with
+// a different number of policies starts the key over, and the states of
+// policies after the first, kept beside the key, go with it, as they do
+// when the key is swept.
+func TestKeyWithOtherPoliciesStartsOver(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestStore(t, WithClock(clk.Now))
+	one := []Policy{{Name: "one", Limit: 1, Window: time.Minute}}
+	two := []Policy{{Name: "a", Limit: 1, Window: time.Minute}, {Name: "b", Limit: 5, Window: time.Hour}}
+	take := func(p []Policy) Result {
+		t.Helper()
+		res, err := s.Take(context.Background(), "k", p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	rest := func() int {
+		n := 0
+		for i := range s.shards {
+			n += len(s.shards[i].rest)
+		}
+		return n
+	}
+	for i, c := range []struct {
+		p       []Policy
+		allowed bool
+		rest    int
+	}{
+		{one, true, 0},
+		{one, false, 0},
+		{two, true, 1}, // started over: policy a is empty
+		{two, false, 1},
+		{one, true, 0}, // started over again; b's state is gone
+		{two, true, 1},
+	} {
+		if res := take(c.p); res.Allowed != c.allowed {
+			t.Fatalf("take %d with %d policies: allowed %v, want %v", i, len(c.p), res.Allowed, c.allowed)
+		}
+		if got := rest(); got != c.rest {
+			t.Fatalf("take %d: %d keys with states beside them, want %d", i, got, c.rest)
+		}
+	}
+	clk.Advance(time.Hour)
+	s.sweepAll()
+	if got, keys := rest(), s.Stats().Keys; got != 0 || keys != 0 {
+		t.Errorf("after the sweep: %d keys, %d with states beside them, want 0 and 0", keys, got)
+	}
+	if size := unsafe.Sizeof(entry{}); size != 32 {
+		t.Errorf("an entry is %d bytes, want 32 (a size class of its own)", size)
+	}
+}
+
+// Keys whose callers disagree on their policies, taken from many
+// goroutines at once, stay consistent: every Take answers, and under
+// -race no state is touched without its key's lock.
+func TestKeysChangingPoliciesUnderConcurrency(t *testing.T) {
+	s := newTestStore(t)
+	sets := [][]Policy{
+		{{Name: "a", Limit: 1000, Window: time.Hour}},
+		{{Name: "a", Limit: 1000, Window: time.Hour}, {Name: "b", Limit: 1000, Window: time.Minute}},
+		{{Name: "a", Limit: 1000, Window: time.Hour}, {Name: "b", Limit: 1000, Window: time.Minute}, {Name: "c", Limit: 1000, Window: time.Second}},
+	}
+	var wg sync.WaitGroup
+	for g := range 12 {
+		wg.Go(func() {
+			for i := range 500 {
+				p := sets[(g+i)%len(sets)]
+				res, err := s.Take(context.Background(), "k"+strconv.Itoa(i%4), p, 1)
+				if err != nil || !res.Allowed || res.Limit != 1000 {
+					t.Errorf("take: %+v, %v; want allowed under a limit of 1000", res, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		for e := range sh.rest {
+			if !slices.Contains(slices.Collect(maps.Values(sh.m)), e) {
+				t.Errorf("shard %d keeps states beside an entry it no longer holds", i)
+			}
+		}
 	}
 }

@@ -68,22 +68,39 @@ func (l slidingLog) idleAt(s *state, maxWindow int64) int64 {
 
 func (slidingLog) minIdle(_, _, maxWindow int64) int64 { return maxWindow }
 
-// slots returns the ring's bytes: size slots and one byte more, so that
-// every slot can be read with one 8-byte load.
-func (s *state) slots() []byte {
-	return unsafe.Slice(s.ring, int(s.size)*slotBytes+1)
+// The ring is one allocation: its capacity in instants as a 4-byte
+// header (kept there rather than in the state, so that an entry fits 32
+// bytes), then the slots, then one byte more, so that every slot can be
+// read with one 8-byte load.
+const ringHeader = 4
+
+// size returns the ring's capacity in instants; 0 without a ring.
+func (s *state) size() int32 {
+	if s.ring == nil {
+		return 0
+	}
+	return int32(binary.LittleEndian.Uint32(unsafe.Slice(s.ring, ringHeader)))
 }
+
+// ringBytes returns the ring's whole allocation.
+func (s *state) ringBytes() []byte {
+	return unsafe.Slice(s.ring, ringHeader+int(s.size())*slotBytes+1)
+}
+
+// slots returns the ring's slots and the byte after them.
+func (s *state) slots() []byte { return s.ringBytes()[ringHeader:] }
 
 // at returns the i-th oldest instant held.
 func (s *state) at(i int64) int64 {
 	if s.ring == nil {
 		return s.t // the one instant held inline
 	}
+	slots := s.slots()
 	j := int64(s.head) + i
-	if j >= int64(s.size) {
-		j -= int64(s.size)
+	if size := int64(len(slots) / slotBytes); j >= size {
+		j -= size
 	}
-	return s.t + int64(binary.LittleEndian.Uint64(s.slots()[j*slotBytes:])&maxOffset)
+	return s.t + int64(binary.LittleEndian.Uint64(slots[j*slotBytes:])&maxOffset)
 }
 
 // putSlot writes offset off to slot j of ring, keeping the byte after it,
@@ -103,18 +120,19 @@ func (s *state) evict(cut int64) {
 		}
 		return
 	}
+	size := s.size()
 	for s.n > 0 && s.at(0) <= cut {
 		s.head++
-		if s.head == s.size {
+		if s.head == size {
 			s.head = 0
 		}
 		s.n--
 	}
 	switch {
 	case s.n == 0:
-		s.ring, s.size, s.head = nil, 0, 0
-	case s.size > minLogCap && s.n <= s.size/4:
-		s.resize(int(s.size / 2))
+		s.ring, s.head = nil, 0
+	case size > minLogCap && s.n <= size/4:
+		s.resize(int(size / 2))
 	}
 }
 
@@ -127,38 +145,39 @@ func (s *state) push(t, limit int64) {
 		return
 	case s.ring == nil:
 		s.resize(int(min(2, limit)))
-	case s.n == s.size:
-		s.resize(int(min(2*int64(s.size), limit)))
+	case s.n == s.size():
+		s.resize(int(min(2*int64(s.n), limit)))
 	}
 	if t-s.t > maxOffset {
 		s.rebase()
 	}
+	slots := s.slots()
 	j := int64(s.head) + int64(s.n)
-	if j >= int64(s.size) {
-		j -= int64(s.size)
+	if size := int64(len(slots) / slotBytes); j >= size {
+		j -= size
 	}
-	putSlot(s.slots(), j, t-s.t)
+	putSlot(slots, j, t-s.t)
 	s.n++
 }
 
 // resize moves the held instants (at least one), oldest first, into a ring
 // of size c.
 func (s *state) resize(c int) {
-	ring := make([]byte, c*slotBytes+1)
-	if s.ring == nil {
-		// The one instant held inline becomes the base, at offset 0.
-		s.ring, s.size, s.head = &ring[0], int32(c), 0
-		return
+	ring := make([]byte, ringHeader+c*slotBytes+1)
+	binary.LittleEndian.PutUint32(ring, uint32(c))
+	if s.ring != nil {
+		// The offsets keep their base: copy the slots as bytes, in at
+		// most two runs, as the ring wraps.
+		old, slots := s.slots(), ring[ringHeader:]
+		head, n, size := int(s.head), int(s.n), int(s.size())
+		k := copy(slots, old[head*slotBytes:min(head+n, size)*slotBytes])
+		if head+n > size {
+			copy(slots[k:], old[:(head+n-size)*slotBytes])
+		}
 	}
-	// The offsets keep their base: copy the slots as bytes, in at most
-	// two runs, as the ring wraps.
-	old := s.slots()
-	head, n, size := int(s.head), int(s.n), int(s.size)
-	k := copy(ring, old[head*slotBytes:min(head+n, size)*slotBytes])
-	if head+n > size {
-		copy(ring[k:], old[:(head+n-size)*slotBytes])
-	}
-	s.ring, s.size, s.head = &ring[0], int32(c), 0
+	// Without a ring, the one instant held inline becomes the base, at
+	// offset 0.
+	s.ring, s.head = &ring[0], 0
 }
 
 // rebase moves the ring's base to its oldest instant, rewriting every
@@ -167,13 +186,14 @@ func (s *state) resize(c int) {
 // slot spans. A key has to stay active for two years to need it.
 func (s *state) rebase() {
 	base := s.at(0)
-	ring := s.slots()
+	slots := s.slots()
+	size := int64(s.size())
 	for i := range int64(s.n) {
 		j := int64(s.head) + i
-		if j >= int64(s.size) {
-			j -= int64(s.size)
+		if j >= size {
+			j -= size
 		}
-		putSlot(ring, j, s.at(i)-base)
+		putSlot(slots, j, s.at(i)-base)
 	}
 	s.t = base
 }

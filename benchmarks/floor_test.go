@@ -21,7 +21,8 @@ import (
 //     pointer to the rest of the log, with no lock of its own.
 //   - mutex+instant+log: that, with a lock per key, so that different
 //     keys never wait on each other.
-//   - ratelimit: the memory store's entry, 48 bytes.
+//   - ratelimit: the memory store's entry, 32 bytes: a lock, the log's
+//     pointer and instant, and its head and length.
 func BenchmarkMemoryFloor(b *testing.B) {
 	type instantLog struct {
 		t   int64
@@ -33,11 +34,10 @@ func BenchmarkMemoryFloor(b *testing.B) {
 		log *byte
 	}
 	type entry struct {
-		mu   sync.Mutex
-		log  *byte
-		t    int64
-		n    [3]int32
-		rest *[]int64
+		mu      sync.Mutex
+		log     *byte
+		t       int64
+		head, n int32
 	}
 	for _, prefix := range []string{"", "apikey:"} {
 		b.Run("prefix="+prefix, func(b *testing.B) {
