@@ -54,6 +54,7 @@ for ((i = 1; i <= COUNT; i++)); do
 done
 # Bytes per key barely vary between runs: one pass.
 run memory.txt -bench '^BenchmarkMemory$' -benchtime "$MEMKEYS"
+run floor.txt -bench '^BenchmarkMemoryFloor$' -benchtime "$MEMKEYS"
 
 ratios() { go run ./internal/ratios "$@"; }
 stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; }
@@ -96,6 +97,21 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	ratios -unit B/key -libs ulule,sethvargo,throttled < "$out/memory.txt"
 	echo
 	echo "httprate keeps an xxh3 hash per key, not the key, and is not in the ratio."
+	echo
+	echo "## Memory floor (B/key after ${MEMKEYS%x} keys)"
+	echo
+	echo "What a key costs in layouts stripped to their bones: a Go map from the key"
+	echo "to a pointer, and what it points at (see \`floor_test.go\`). \`int64\` is"
+	echo "throttled's layout; \`mutex+instant+log\` is the least an exact log with a"
+	echo "lock per key can be; \`ratelimit\` is the memory store's entry."
+	echo
+	echo "| key | layout | B/key |"
+	echo "|---|---|---:|"
+	awk '$1 ~ /^BenchmarkMemoryFloor\// {
+		split($1, f, "/"); sub(/^prefix=/, "", f[2]); sub(/^layout=/, "", f[3]); sub(/-[0-9]+$/, "", f[3])
+		for (i = 2; i < NF; i++) if ($(i+1) == "B/key") v = $i
+		printf "| `%sclient-N` | %s | %s |\n", f[2], f[3], v
+	}' "$out/floor.txt"
 	echo
 	echo "## Hot-key scaling (-cpu $cpus)"
 	echo
