@@ -24,9 +24,9 @@ import (
 // interval and gives shrunken shards fresh maps (Go maps never return
 // memory on their own). WithMaxKeys bounds the total.
 //
-// A key costs about 100 bytes plus 7 bytes per request it has logged in its
-// window beyond the first, plus its own length; see the README for measured
-// figures.
+// A key costs about 70 bytes (a 32-byte entry and its map slot) plus its
+// own length, and 7 bytes per request it has logged in its window beyond
+// the first; see the README for measured figures.
 //
 // MemoryStore is safe for simultaneous use by multiple goroutines. Close
 // stops its background sweep.
