@@ -24,20 +24,22 @@ import (
 //   - ratelimit: the memory store's entry, 32 bytes: a lock, the log's
 //     pointer and instant, and its head and length.
 func BenchmarkMemoryFloor(b *testing.B) {
+	// The fields are blank: only their sizes and pointers count.
 	type instantLog struct {
-		t   int64
-		log *byte
+		_ int64 // the instant
+		_ *byte // the log
 	}
 	type mutexInstantLog struct {
-		mu  sync.Mutex
-		t   int64
-		log *byte
+		_ sync.Mutex
+		_ int64
+		_ *byte
 	}
 	type entry struct {
-		mu      sync.Mutex
-		log     *byte
-		t       int64
-		head, n int32
+		_ sync.Mutex
+		_ *byte // ring
+		_ int64 // instant, or the ring's base
+		_ int32 // head
+		_ int32 // length
 	}
 	for _, prefix := range []string{"", "apikey:"} {
 		b.Run("prefix="+prefix, func(b *testing.B) {
