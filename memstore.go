@@ -53,6 +53,7 @@ type MemoryStore struct {
 
 var _ Store = (*MemoryStore)(nil)
 
+// A shard is 64 bytes, so that shards do not share cache lines.
 type shard struct {
 	mu sync.RWMutex
 	m  map[string]*entry

@@ -523,6 +523,9 @@ func TestKeyWithOtherPoliciesStartsOver(t *testing.T) {
 	if size := unsafe.Sizeof(entry{}); size != 32 {
 		t.Errorf("an entry is %d bytes, want 32 (a size class of its own)", size)
 	}
+	if size := unsafe.Sizeof(shard{}); size != 64 {
+		t.Errorf("a shard is %d bytes, want 64 (a cache line)", size)
+	}
 }
 
 // Keys whose callers disagree on their policies, taken from many
