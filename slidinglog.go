@@ -90,16 +90,23 @@ func (s *state) ringBytes() []byte {
 // slots returns the ring's slots and the byte after them.
 func (s *state) slots() []byte { return s.ringBytes()[ringHeader:] }
 
+// slot returns the index of the i-th oldest instant's slot in a ring of
+// size slots.
+func (s *state) slot(i, size int64) int64 {
+	j := int64(s.head) + i
+	if j >= size {
+		j -= size
+	}
+	return j
+}
+
 // at returns the i-th oldest instant held.
 func (s *state) at(i int64) int64 {
 	if s.ring == nil {
 		return s.t // the one instant held inline
 	}
 	slots := s.slots()
-	j := int64(s.head) + i
-	if size := int64(len(slots) / slotBytes); j >= size {
-		j -= size
-	}
+	j := s.slot(i, int64(len(slots)/slotBytes))
 	return s.t + int64(binary.LittleEndian.Uint64(slots[j*slotBytes:])&maxOffset)
 }
 
@@ -152,11 +159,7 @@ func (s *state) push(t, limit int64) {
 		s.rebase()
 	}
 	slots := s.slots()
-	j := int64(s.head) + int64(s.n)
-	if size := int64(len(slots) / slotBytes); j >= size {
-		j -= size
-	}
-	putSlot(slots, j, t-s.t)
+	putSlot(slots, s.slot(int64(s.n), int64(len(slots)/slotBytes)), t-s.t)
 	s.n++
 }
 
@@ -189,11 +192,7 @@ func (s *state) rebase() {
 	slots := s.slots()
 	size := int64(s.size())
 	for i := range int64(s.n) {
-		j := int64(s.head) + i
-		if j >= size {
-			j -= size
-		}
-		putSlot(slots, j, s.at(i)-base)
+		putSlot(slots, s.slot(i, size), s.at(i)-base)
 	}
 	s.t = base
 }
