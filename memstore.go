@@ -307,8 +307,8 @@ func checkTake(policies []Policy, cost int) error {
 // last returns an instant that grows with a key's activity.
 func (s *MemoryStore) last(st states) int64 {
 	t := s.algo.last(st.first)
-	for _, r := range st.rest {
-		t = max(t, s.algo.last(&r))
+	for i := range st.rest {
+		t = max(t, s.algo.last(&st.rest[i]))
 	}
 	return t
 }
