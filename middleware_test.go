@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -485,4 +486,64 @@ func TestResultInContextIsOptIn(t *testing.T) {
 			assert.Equal(t, 4, got.Remaining)
 		}
 	}
+}
+
+// headerWriter is a ResponseWriter that allocates nothing once its header
+// map has room, so that allocation counts are the middleware's own.
+type headerWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *headerWriter) Header() http.Header         { return w.h }
+func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *headerWriter) WriteHeader(status int)      { w.status = status }
+
+func TestHandlerAllocations(t *testing.T) {
+	// The allowed path makes the key and one block for all header values;
+	// a rejection adds the 429's Content-Type and nosniff values. A second
+	// passes per request, so the log holds 60 instants and stops growing.
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	step := time.Second
+	l := newLimiter(t, 100, time.Minute, ratelimit.KeyByHeader("X-Api-Key"),
+		ratelimit.WithClock(func() time.Time { return now }))
+	h := l.Handler(okHandler)
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Api-Key", "client-1")
+	w := &headerWriter{h: make(http.Header)}
+	serve := func() {
+		now = now.Add(step)
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	}
+	for range 100 {
+		serve()
+	}
+	if got := testing.AllocsPerRun(100, serve); got > 2 {
+		t.Errorf("allowed: %.0f allocations per request, want at most 2", got)
+	}
+	// Bytes matter as much as counts: they set how often the collector
+	// runs. The key takes 16 bytes and the header values 128.
+	const n = 100
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		serve()
+	}
+	runtime.ReadMemStats(&after)
+	if got := (after.TotalAlloc - before.TotalAlloc) / n; got > 144 {
+		t.Errorf("allowed: %d bytes allocated per request, want at most 144", got)
+	}
+	require.Equal(t, http.StatusOK, w.status)
+	assert.Equal(t, `"default";r=40;t=1`, w.h.Get("RateLimit"))
+
+	step = 0
+	for w.status != http.StatusTooManyRequests {
+		serve()
+	}
+	if got := testing.AllocsPerRun(100, serve); got > 3 {
+		t.Errorf("rejected: %.0f allocations per request, want at most 3", got)
+	}
+	assert.Equal(t, "1", w.h.Get("Retry-After"))
+	assert.Equal(t, `"default";r=0;t=1`, w.h.Get("RateLimit"))
 }
