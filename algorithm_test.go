@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -259,20 +260,15 @@ func TestMultiPolicyAtomicityPerAlgorithm(t *testing.T) {
 
 // findEntry returns key's entry in s and its states, or nil.
 func findEntry(s *MemoryStore, key string) (*entry, states) {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.RLock()
-		e := sh.m[key]
-		var st states
-		if e != nil {
-			st = sh.states(e)
-		}
-		sh.mu.RUnlock()
-		if e != nil {
-			return e, st
-		}
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[h&s.shardMask]
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	e := sh.find(h, key)
+	if e == nil {
+		return nil, states{}
 	}
-	return nil, states{}
+	return e, sh.states(e)
 }
 
 // The sliding log keeps its instants as 7-byte offsets from a base: a key
