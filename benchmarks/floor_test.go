@@ -21,8 +21,10 @@ import (
 //     pointer to the rest of the log, with no lock of its own.
 //   - mutex+instant+log: that, with a lock per key, so that different
 //     keys never wait on each other.
-//   - ratelimit: the memory store's entry, 32 bytes: a lock, the log's
-//     pointer and instant, and its head and length.
+//   - ratelimit: the memory store's layout, which differs in its map: the
+//     map is keyed by the key's 64-bit hash (so that lookups and growth
+//     never read a key's bytes), and the 48-byte entry holds the key, a
+//     lock, the log's pointer and instant, and its head and length.
 func BenchmarkMemoryFloor(b *testing.B) {
 	// The fields are blank: only their sizes and pointers count.
 	type instantLog struct {
@@ -35,38 +37,51 @@ func BenchmarkMemoryFloor(b *testing.B) {
 		_ *byte
 	}
 	type entry struct {
-		_ sync.Mutex
-		_ *byte // ring
-		_ int64 // instant, or the ring's base
-		_ int32 // head
-		_ int32 // length
+		_   sync.Mutex
+		_   *byte // ring
+		_   int64 // instant, or the ring's base
+		_   int32 // head
+		_   int32 // length
+		key string
 	}
 	for _, prefix := range []string{"", "apikey:"} {
 		b.Run("prefix="+prefix, func(b *testing.B) {
 			b.Run("layout=int64", func(b *testing.B) { floor[int64](b, prefix) })
 			b.Run("layout=instant+log", func(b *testing.B) { floor[instantLog](b, prefix) })
 			b.Run("layout=mutex+instant+log", func(b *testing.B) { floor[mutexInstantLog](b, prefix) })
-			b.Run("layout=ratelimit", func(b *testing.B) { floor[entry](b, prefix) })
+			b.Run("layout=ratelimit", func(b *testing.B) {
+				fill(b, prefix, make([]map[uint64]*entry, shards), func(ms []map[uint64]*entry, h uint64, k string) {
+					ms[h&(shards-1)][h] = &entry{key: k}
+				})
+			})
 		})
 	}
 }
 
-// floor fills 256 maps (as the memory store's shards; the bytes per key
-// are the same in one map) with b.N keys pointing at a new V each, and
-// reports the live heap per key.
+// shards is how many maps a layout spreads its keys over, as the memory
+// store's shards; the bytes per key are the same in one map.
+const shards = 256
+
+// floor fills maps from each key to a new V.
 func floor[V any](b *testing.B, prefix string) {
-	const shards = 256
+	fill(b, prefix, make([]map[string]*V, shards), func(ms []map[string]*V, h uint64, k string) {
+		ms[h&(shards-1)][k] = new(V)
+	})
+}
+
+// fill makes each of ms a map, adds b.N keys with add, given each key's
+// hash, and reports the live heap per key.
+func fill[M ~map[K]V, K comparable, V any](b *testing.B, prefix string, ms []M, add func(ms []M, h uint64, k string)) {
 	seed := maphash.MakeSeed()
 	before := heapInUse()
-	ms := make([]map[string]*V, shards)
 	for i := range ms {
-		ms[i] = make(map[string]*V)
+		ms[i] = make(M)
 	}
 	var buf []byte
 	for i := range b.N {
 		buf = strconv.AppendInt(append(append(buf[:0], prefix...), "client-"...), int64(i+1), 10)
 		k := string(buf)
-		ms[maphash.String(seed, k)&uint64(shards-1)][k] = new(V)
+		add(ms, maphash.String(seed, k), k)
 	}
 	after := heapInUse()
 	runtime.KeepAlive(ms)

@@ -103,7 +103,8 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	echo "What a key costs in layouts stripped to their bones: a Go map from the key"
 	echo "to a pointer, and what it points at (see \`floor_test.go\`). \`int64\` is"
 	echo "throttled's layout; \`mutex+instant+log\` is the least an exact log with a"
-	echo "lock per key can be; \`ratelimit\` is the memory store's entry."
+	echo "lock per key can be; \`ratelimit\` is the memory store's layout, a map keyed"
+	echo "by the key's hash to a 48-byte entry that holds the key."
 	echo
 	echo "| key | layout | B/key |"
 	echo "|---|---|---:|"
