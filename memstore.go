@@ -308,10 +308,16 @@ func (s *MemoryStore) take(key string, fresh bool, policies []Policy, cost int) 
 		}
 		sh.mu.RUnlock()
 		if e == nil || st.len() != len(policies) {
-			var err error
-			if e, st, err = s.insert(sh, h, key, fresh, policies); err != nil {
+			e, st, now, err := s.insert(sh, h, key, fresh, policies)
+			if err != nil {
 				return Result{}, err
 			}
+			if e == nil {
+				continue // another request added the key first
+			}
+			res := decide(s.algo, st, policies, now, int64(cost))
+			e.mu.Unlock()
+			return res, nil
 		}
 		e.mu.Lock()
 		if e.dead() {
@@ -389,16 +395,19 @@ func result(p Policy, v verdict) Result {
 }
 
 // insert adds key to sh, sweeping the shard first when a sweep is due and
-// making room if the shard is full. A key there already is returned, or
-// started over if it has states for a different number of policies: a
-// caller changed its policies.
-func (s *MemoryStore) insert(sh *shard, h uint64, key string, fresh bool, policies []Policy) (*entry, states, error) {
+// making room if the shard is full, and returns the new entry locked, with
+// a reading of the clock for its first decision: the reading precedes any
+// other request's for the key, since none can find the entry before its
+// lock is released, so instants stay in order. It returns a nil entry if
+// the key is there already, and starts the key over if it has states for a
+// different number of policies: a caller changed its policies.
+func (s *MemoryStore) insert(sh *shard, h uint64, key string, fresh bool, policies []Policy) (*entry, states, int64, error) {
 	now := s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.find(h, key); e != nil {
-		if st := sh.states(e); st.len() == len(policies) {
-			return e, st, nil
+		if sh.states(e).len() == len(policies) {
+			return nil, states{}, 0, nil
 		}
 		e.mu.Lock()
 		s.drop(sh, h, e)
@@ -409,7 +418,7 @@ func (s *MemoryStore) insert(sh *shard, h uint64, key string, fresh bool, polici
 	}
 	if s.perShard > 0 && sh.len() >= s.perShard && !s.makeRoom(sh, now) {
 		s.rejected.Add(1)
-		return nil, states{}, ErrStoreFull
+		return nil, states{}, 0, ErrStoreFull
 	}
 	if !fresh {
 		// Copy, so that the entry does not pin a larger string the key
@@ -417,6 +426,7 @@ func (s *MemoryStore) insert(sh *shard, h uint64, key string, fresh bool, polici
 		key = strings.Clone(key)
 	}
 	e := &entry{key: key}
+	e.mu.Lock()
 	st := states{first: &e.first}
 	if len(policies) > 1 {
 		st.rest = make([]state, len(policies)-1)
@@ -427,7 +437,7 @@ func (s *MemoryStore) insert(sh *shard, h uint64, key string, fresh bool, polici
 	}
 	sh.add(h, e)
 	sh.sweepAt = min(sh.sweepAt, now+s.minIdle(policies))
-	return e, st, nil
+	return e, st, now, nil
 }
 
 // minIdle returns the least time a new key of policies takes to go idle
