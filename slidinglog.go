@@ -70,8 +70,8 @@ func (slidingLog) minIdle(_, _, maxWindow int64) int64 { return maxWindow }
 
 // The ring is one allocation: its capacity in instants as a 4-byte
 // header (kept there rather than in the state, so that a state fits 24
-// bytes and an entry 48), then the slots, then one byte more, so that every slot can be
-// read with one 8-byte load.
+// bytes and an entry 48), then the slots, then one byte more, so that
+// every slot can be read with one 8-byte load.
 const ringHeader = 4
 
 // size returns the ring's capacity in instants; 0 without a ring.
