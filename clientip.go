@@ -210,13 +210,13 @@ func KeyByIP(opts ...IPOption) KeyFunc {
 		return brokenKeyFunc(err)
 	}
 	bad := noKey(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: no client address"})
-	return freshKeys(func(r *http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
 		peer, ok := peerAddr(r.RemoteAddr)
 		if !ok {
 			return "", bad
 		}
 		return c.key(c.client(r, peer)), nil
-	})
+	}
 }
 
 // newIPConfig lays the defaults, applies opts and validates the result.

@@ -3,12 +3,8 @@ package ratelimit
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
-	"fmt"
-	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 )
@@ -55,52 +51,6 @@ const (
 	hdrContentType = "Content-Type"
 )
 
-// plan is a validated set of policies and what never changes in their
-// headers, computed once.
-type plan struct {
-	policies []Policy
-	prefix   string   // namespaces this plan's keys in the store
-	policyHV string   // RateLimit-Policy value
-	limitHV  []string // X-RateLimit-Limit value, per policy
-}
-
-func newPlan(name string, policies []Policy) (*plan, error) {
-	var errs []error
-	if len(policies) == 0 {
-		errs = append(errs, fmt.Errorf("ratelimit: plan %q has no policies", name))
-	}
-	p := &plan{policies: policies}
-	if name != "" {
-		p.prefix = "plan:" + name + "|"
-	}
-	seen := make(map[string]bool)
-	var hv []string
-	for _, pol := range policies {
-		errs = append(errs, pol.validate())
-		if pol.Limit > math.MaxInt32 {
-			errs = append(errs, fmt.Errorf("ratelimit: policy %q: limit %d, want <= %d", pol.Name, pol.Limit, math.MaxInt32))
-		}
-		if seen[pol.Name] {
-			errs = append(errs, fmt.Errorf("ratelimit: policy name %q used twice in one plan", pol.Name))
-		}
-		seen[pol.Name] = true
-		hv = append(hv, fmt.Sprintf("%q;q=%d;w=%d", pol.Name, pol.Limit, ceilSeconds(pol.Window)))
-		p.limitHV = append(p.limitHV, strconv.Itoa(pol.Limit))
-	}
-	p.policyHV = strings.Join(hv, ", ")
-	return p, errors.Join(errs...)
-}
-
-// index returns the index of the policy named name.
-func (p *plan) index(name string) int {
-	for i := range p.policies {
-		if p.policies[i].Name == name {
-			return i
-		}
-	}
-	return 0
-}
-
 // ceilSeconds rounds d up to whole seconds: a wait of 1ms is 1, never 0.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
@@ -124,25 +74,25 @@ type headerValues struct {
 	buf  [32]byte
 }
 
-// set writes the headers for res under p into h. Numbers are formatted
-// into hv.buf, or into the array append moves to if it fills; the strings
-// made from either alias bytes that are never written again, so they stay
-// immutable as strings must.
-//
-// pk, if not empty, is sent as RateLimit's partition key.
-func (hv *headerValues) set(h http.Header, p *plan, res Result, set HeaderSet, resetFmt ResetFormat, wall func() time.Time, pk []byte) {
+// writeHeaders writes the headers for d, which the store decided, into h,
+// with hv as the only memory they need. Numbers are formatted into hv.buf,
+// or into the array append moves to if it fills; the strings made from
+// either alias bytes that are never written again, so they stay immutable
+// as strings must.
+func (l *Limiter) writeHeaders(h http.Header, d *Decision, hv *headerValues) {
+	p, res := d.plan, d.Result
 	b := hv.buf[:0]
 	str := func(from int) string { return unsafe.String(&b[from], len(b)-from) }
 	reset := ceilSeconds(res.Reset)
 
-	if set == HeadersLegacy || set == HeadersBoth {
+	if l.headers == HeadersLegacy || l.headers == HeadersBoth {
 		hv.vals[0] = p.limitHV[p.index(res.Policy)]
 		i := len(b)
 		b = strconv.AppendInt(b, int64(res.Remaining), 10)
 		hv.vals[1] = str(i)
 		i = len(b)
-		if resetFmt == ResetUnix {
-			b = strconv.AppendInt(b, wall().Add(res.Reset+time.Second-1).Unix(), 10)
+		if l.resetFmt == ResetUnix {
+			b = strconv.AppendInt(b, l.wallClock().Add(res.Reset+time.Second-1).Unix(), 10)
 		} else {
 			b = strconv.AppendInt(b, reset, 10)
 		}
@@ -151,7 +101,7 @@ func (hv *headerValues) set(h http.Header, p *plan, res Result, set HeaderSet, r
 		h[hdrRemaining] = hv.vals[1:2:2]
 		h[hdrReset] = hv.vals[2:3:3]
 	}
-	if set == HeadersIETF || set == HeadersBoth {
+	if l.headers == HeadersIETF || l.headers == HeadersBoth {
 		hv.vals[3] = p.policyHV
 		i := len(b)
 		b = append(b, '"')
@@ -160,16 +110,19 @@ func (hv *headerValues) set(h http.Header, p *plan, res Result, set HeaderSet, r
 		b = strconv.AppendInt(b, int64(res.Remaining), 10)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, reset, 10)
-		if len(pk) > 0 {
+		if l.pkSecret != nil {
+			var pk [9]byte
 			b = append(b, ";pk=:"...)
-			b = base64.StdEncoding.AppendEncode(b, pk)
+			b = base64.StdEncoding.AppendEncode(b, partitionKey(&pk, l.pkSecret, d.key))
 			b = append(b, ':')
 		}
 		hv.vals[4] = str(i)
 		h[hdrPolicy] = hv.vals[3:4:4]
 		h[hdrRateLimit] = hv.vals[4:5:5]
 	}
-	if !res.Allowed {
+	// Only a refusal says when to come back: a request served in dry run
+	// was not refused.
+	if d.Outcome == Refuse {
 		i := len(b)
 		b = strconv.AppendInt(b, max(1, ceilSeconds(res.RetryAfter)), 10)
 		hv.vals[5] = str(i)

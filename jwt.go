@@ -166,7 +166,7 @@ func KeyByJWTSubject(key any, opts ...JWTOption) KeyFunc {
 		Challenge: `Bearer error="invalid_token"`,
 	}
 	maxLen := c.maxLen
-	return freshKeys(func(r *http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
 		lines := r.Header["Authorization"]
 		if len(lines) == 0 {
 			return "", missing
@@ -186,7 +186,7 @@ func KeyByJWTSubject(key any, opts ...JWTOption) KeyFunc {
 			return "", invalid
 		}
 		return "sub:" + claims.Subject, nil
-	})
+	}
 }
 
 // bearerToken returns the credentials of an "Authorization: Bearer ..."

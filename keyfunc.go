@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
-	"reflect"
 	"strings"
 	"sync"
 	"unsafe"
@@ -49,14 +48,18 @@ var ErrNoKey = errors.New("ratelimit: the request carries no key of this kind")
 
 // noKey marks a *KeyError as a missing key: it matches both the KeyError
 // (errors.As) and ErrNoKey (errors.Is).
-func noKey(e *KeyError) error { return &missingKey{e, []error{e, ErrNoKey}} }
+func noKey(e *KeyError) error { return withCause(e, ErrNoKey) }
 
-type missingKey struct {
+// withCause returns an error that matches both e (errors.As) and cause
+// (errors.Is), with e's text.
+func withCause(e *KeyError, cause error) error { return &causedKeyError{e, []error{e, cause}} }
+
+type causedKeyError struct {
 	*KeyError
 	wrapped []error // made once: Unwrap is on the path of every KeyFirst
 }
 
-func (e *missingKey) Unwrap() []error { return e.wrapped }
+func (e *causedKeyError) Unwrap() []error { return e.wrapped }
 
 // MaxKeyLen is the longest header value KeyByHeader accepts as a key.
 const MaxKeyLen = 256
@@ -82,7 +85,7 @@ func KeyByHeader(name string) KeyFunc {
 	name = textproto.CanonicalMIMEHeaderKey(name)
 	missing := noKey(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: missing " + name + " header"})
 	tooLong := &KeyError{Status: http.StatusRequestHeaderFieldsTooLarge, Message: "431 Request Header Fields Too Large: " + name + " is too long"}
-	return freshKeys(func(r *http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
 		v := r.Header[name]
 		switch {
 		case len(v) == 0 || v[0] == "":
@@ -91,7 +94,7 @@ func KeyByHeader(name string) KeyFunc {
 			return "", tooLong
 		}
 		return "apikey:" + v[0], nil
-	})
+	}
 }
 
 // KeyByContext keys requests by an identity that earlier middleware has
@@ -109,13 +112,13 @@ func KeyByContext(id func(ctx context.Context) (string, bool)) KeyFunc {
 		return brokenKeyFunc(errors.New("ratelimit: KeyByContext: nil identity function"))
 	}
 	missing := noKey(&KeyError{Status: http.StatusUnauthorized, Message: "401 Unauthorized: authentication required"})
-	return freshKeys(func(r *http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
 		v, ok := id(r.Context())
 		if !ok || v == "" {
 			return "", missing
 		}
 		return "id:" + v, nil
-	})
+	}
 }
 
 // KeyFirst returns the key of the first extractor in fns that finds one,
@@ -230,12 +233,12 @@ func escapeKeyPart(k string) string {
 // misplaced middleware, not a bad request.
 func KeyByRoute() KeyFunc {
 	unrouted := &KeyError{Status: http.StatusInternalServerError, Message: "500 Internal Server Error: rate-limit key misconfigured"}
-	return freshKeys(func(r *http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
 		if r.Pattern == "" {
 			return "", unrouted
 		}
 		return "route:" + r.Pattern, nil
-	})
+	}
 }
 
 // KeyByMethod keys requests by their method, as "method:GET", for
@@ -243,7 +246,7 @@ func KeyByRoute() KeyFunc {
 // the nine of RFC 9110 and PATCH share the key "method:other", so that a
 // client cannot mint keys with made-up methods.
 func KeyByMethod() KeyFunc {
-	return freshKeys(func(r *http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
 		switch r.Method {
 		case "", http.MethodGet:
 			return "method:GET", nil
@@ -265,7 +268,7 @@ func KeyByMethod() KeyFunc {
 			return "method:TRACE", nil
 		}
 		return "method:other", nil
-	})
+	}
 }
 
 // KeyHashed returns k with each key replaced by a digest of it before it
@@ -284,13 +287,13 @@ func KeyHashed(k KeyFunc) KeyFunc {
 	if err := checkKeyFuncs("KeyHashed", []KeyFunc{k}); err != nil {
 		return brokenKeyFunc(err)
 	}
-	return freshKeys(func(r *http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
 		key, err := k(r)
 		if err != nil {
 			return "", err
 		}
 		return hashKey(key), nil
-	})
+	}
 }
 
 // hashKey returns the digest form of key described at KeyHashed.
@@ -335,34 +338,6 @@ func checkKeyFuncs(who string, fns []KeyFunc) error {
 		errs = append(errs, keyFuncError(f))
 	}
 	return errors.Join(errs...)
-}
-
-// Keys the memory store may keep without copying.
-//
-// The memory store copies a new key before keeping it, lest the key be a
-// slice of a larger string (a whole header, say) that keeping it would
-// pin; the copy costs an allocation for every new key. The extractors
-// marked here always make their keys afresh, exactly as long as they are
-// (a prefix concatenated, an address formatted, a digest), so the Limiter
-// lets the store keep those as they come. Marks are keyed by the code of
-// the function literal, not by the closure, so there is one per literal
-// in this package however many KeyFuncs are made, and no KeyFunc written
-// elsewhere can carry one.
-var freshKeyCode sync.Map // code pointer of a KeyFunc -> struct{}
-
-// freshKeys marks f as making fresh keys and returns it.
-func freshKeys(f KeyFunc) KeyFunc {
-	freshKeyCode.Store(reflect.ValueOf(f).Pointer(), struct{}{})
-	return f
-}
-
-// makesFreshKeys reports whether f was marked by freshKeys.
-func makesFreshKeys(f KeyFunc) bool {
-	if f == nil {
-		return false
-	}
-	_, ok := freshKeyCode.Load(reflect.ValueOf(f).Pointer())
-	return ok
 }
 
 // Configuration errors of extractors.

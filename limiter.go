@@ -13,16 +13,12 @@ import (
 //
 // A Limiter is safe for simultaneous use by multiple goroutines.
 type Limiter struct {
-	config // as the options left it, store included
-	key    KeyFunc
-	owned  io.Closer // the store New made, closed by Close
-	// ms is the store when it is a memory store, called directly so that
-	// keys from an extractor that makes them fresh are kept uncopied.
-	ms        *MemoryStore
-	freshKeys bool // key makes fresh keys (see makesFreshKeys)
-	def       *plan
-	plans     map[string]*plan
-	pkSecret  []byte // keys RateLimit's pk; nil when it is off
+	config   // as the options left it, store included
+	key      KeyFunc
+	owned    io.Closer // the store New made, closed by Close
+	def      *plan
+	plans    map[string]*plan
+	pkSecret []byte // keys RateLimit's pk; nil when it is off
 }
 
 // Result is one decision.
@@ -87,7 +83,7 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 		return nil, err
 	}
 
-	l := &Limiter{config: c, key: key, def: def, plans: plans, freshKeys: makesFreshKeys(key)}
+	l := &Limiter{config: c, key: key, def: def, plans: plans}
 	if c.partitionKey {
 		l.pkSecret = make([]byte, 32)
 		rand.Read(l.pkSecret)
@@ -96,8 +92,17 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 		ms := newMemoryStore(c.mem)
 		l.store, l.owned = ms, ms
 	}
-	l.ms, _ = l.store.(*MemoryStore)
 	return l, nil
+}
+
+// wallClock returns the time for the headers that carry one
+// (WithResetFormat(ResetUnix)): the memory store's clock if one was
+// injected, for simulations, else time.Now.
+func (l *Limiter) wallClock() time.Time {
+	if l.mem.clock != nil {
+		return l.mem.clock()
+	}
+	return time.Now()
 }
 
 // Allow reports whether one more request for key fits the limiter's

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"hash/maphash"
 	"math/bits"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -191,9 +190,6 @@ func (c memoryConfig) validate() error {
 	if c.overflow != RejectNewKeys && c.overflow != EvictLeastRecent {
 		errs = append(errs, errors.New("ratelimit: WithMaxKeys: unknown overflow policy"))
 	}
-	if c.clock == nil {
-		errs = append(errs, errors.New("ratelimit: WithClock: nil clock"))
-	}
 	return errors.Join(errs...)
 }
 
@@ -234,12 +230,15 @@ func newMemoryStore(c memoryConfig) *MemoryStore {
 		seed:      maphash.MakeSeed(),
 		algo:      c.algorithm.impl(),
 		clock:     c.clock,
-		mono:      isTimeNow(c.clock),
-		base:      c.clock(),
+		mono:      c.clock == nil,
 		overflow:  c.overflow,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	if s.mono {
+		s.clock = time.Now
+	}
+	s.base = s.clock()
 	if c.maxKeys > 0 {
 		s.perShard = c.maxKeys / n
 	}
@@ -275,20 +274,8 @@ func (s *MemoryStore) now() int64 {
 	}
 }
 
-// isTimeNow reports whether clock is time.Now itself, as the default
-// configuration sets it.
-func isTimeNow(clock func() time.Time) bool {
-	return reflect.ValueOf(clock).Pointer() == reflect.ValueOf(time.Now).Pointer()
-}
-
 // Take implements Store.
 func (s *MemoryStore) Take(_ context.Context, key string, policies []Policy, cost int) (Result, error) {
-	return s.take(key, false, policies, cost)
-}
-
-// take is Take; fresh says that key shares no memory with a larger string,
-// so that a new key may be kept without a copy.
-func (s *MemoryStore) take(key string, fresh bool, policies []Policy, cost int) (Result, error) {
 	if err := checkTake(policies, cost); err != nil {
 		return Result{}, err
 	}
@@ -308,7 +295,7 @@ func (s *MemoryStore) take(key string, fresh bool, policies []Policy, cost int) 
 		}
 		sh.mu.RUnlock()
 		if e == nil || st.len() != len(policies) {
-			e, st, now, err := s.insert(sh, h, key, fresh, policies)
+			e, st, now, err := s.insert(sh, h, key, policies)
 			if err != nil {
 				return Result{}, err
 			}
@@ -401,7 +388,7 @@ func result(p Policy, v verdict) Result {
 // lock is released, so instants stay in order. It returns a nil entry if
 // the key is there already, and starts the key over if it has states for a
 // different number of policies: a caller changed its policies.
-func (s *MemoryStore) insert(sh *shard, h uint64, key string, fresh bool, policies []Policy) (*entry, states, int64, error) {
+func (s *MemoryStore) insert(sh *shard, h uint64, key string, policies []Policy) (*entry, states, int64, error) {
 	now := s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -420,11 +407,9 @@ func (s *MemoryStore) insert(sh *shard, h uint64, key string, fresh bool, polici
 		s.rejected.Add(1)
 		return nil, states{}, 0, ErrStoreFull
 	}
-	if !fresh {
-		// Copy, so that the entry does not pin a larger string the key
-		// was cut from (a whole header, say).
-		key = strings.Clone(key)
-	}
+	// Copy, so that the entry does not pin a larger string the key was
+	// cut from (a whole header, say).
+	key = strings.Clone(key)
 	e := &entry{key: key}
 	e.mu.Lock()
 	st := states{first: &e.first}

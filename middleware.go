@@ -4,104 +4,193 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 )
+
+// Outcome says how a request is to be answered.
+type Outcome int
+
+const (
+	// Serve passes the request on. It was allowed and counted, or exempted
+	// by WithSkip, or let through by WithDryRun though over the limit, or
+	// by WithFailOpen though the store failed.
+	Serve Outcome = iota
+	// Refuse answers that the request is over the limit: 429 Too Many
+	// Requests over HTTP, with Result.RetryAfter rounded up as Retry-After.
+	Refuse
+	// Reject answers that the request cannot be counted as sent: it carries
+	// no usable key, or WithCost gave it a cost below 1 or above a policy's
+	// limit. Decision.Err is a *KeyError (errors.As) with the status.
+	Reject
+	// Fail answers that the store could not decide: it failed, or is full.
+	// Decision.Err says why; 503 Service Unavailable by default.
+	Fail
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Serve:
+		return "Serve"
+	case Refuse:
+		return "Refuse"
+	case Reject:
+		return "Reject"
+	case Fail:
+		return "Fail"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// A Decision is what the limiter decided for one request, before anything
+// is written: how to answer it and, when the store decided it, the
+// Result. Handler is Decide followed by the answer; a server speaking
+// another protocol (package grpclimit) answers a Decision in its own
+// terms.
+type Decision struct {
+	Outcome Outcome
+	// Result is the store's decision, valid when Decided reports true.
+	Result Result
+	// Err is, for Reject, the key or cost error; for Fail, and for a
+	// request WithFailOpen served, the store's error; otherwise nil.
+	Err error
+
+	plan    *plan
+	key     string // the store's key, for the partition key
+	decided bool
+}
+
+// Decided reports whether the store decided the request, so that Result
+// and the rate-limit headers describe the client's standing. It is false
+// for requests exempted by WithSkip, rejected for their key or cost, or
+// whose store failed.
+func (d *Decision) Decided() bool { return d.decided }
+
+// Decide decides r as Handler does, without answering it: it extracts the
+// key, picks the plan, weighs the cost, asks the store, and calls the
+// hooks. Handler answers the Decision over HTTP; other protocols build a
+// request describing their call (its peer as RemoteAddr, its metadata as
+// headers, its context) and answer the Decision their own way, so that the
+// KeyFunc, plans, costs, hooks, dry run and failure mode of one limiter
+// apply to every protocol alike.
+func (l *Limiter) Decide(r *http.Request) Decision {
+	if l.skip != nil && l.skip(r) {
+		return Decision{}
+	}
+	key, err := l.key(r)
+	if err != nil {
+		l.reportError(r, err)
+		return Decision{Outcome: Reject, Err: err}
+	}
+	p := l.def
+	if l.choose != nil {
+		if named := l.plans[l.choose(r, key)]; named != nil {
+			p, key = named, named.prefix+key
+		}
+	}
+	cost := 1
+	if l.cost != nil {
+		cost = l.cost(r)
+		if err := p.checkCost(cost); err != nil {
+			// Whatever the failure mode: a cost is the request's, not the
+			// store's, and serving it uncounted would be a bypass.
+			l.reportError(r, err)
+			return Decision{Outcome: Reject, Err: err}
+		}
+	}
+	res, err := l.store.Take(r.Context(), key, p.policies, cost)
+	if err != nil {
+		l.reportError(r, err)
+		if l.failOpen {
+			return Decision{Outcome: Serve, Err: err}
+		}
+		return Decision{Outcome: Fail, Err: err}
+	}
+	d := Decision{Result: res, plan: p, key: key, decided: true}
+	if !res.Allowed {
+		if l.hooks.OnLimit != nil {
+			l.hooks.OnLimit(r, res)
+		}
+		if !l.dryRun {
+			d.Outcome = Refuse
+		}
+	} else if l.hooks.OnAllow != nil {
+		l.hooks.OnAllow(r, res)
+	}
+	return d
+}
+
+func (l *Limiter) reportError(r *http.Request, err error) {
+	if l.hooks.OnError != nil {
+		l.hooks.OnError(r, err)
+	}
+}
 
 // Handler returns next wrapped in the limiter, so l.Handler is a
 // func(http.Handler) http.Handler (an alice.Constructor, a chi or
-// gorilla/mux middleware) as it stands.
+// gorilla/mux middleware) as it stands. A nil next panics here, as
+// http.Handle does, rather than on the first request after counting it.
 //
-// For each request the middleware, before next runs:
-//   - passes requests exempted by WithSkip straight to next;
-//   - answers a request whose key cannot be extracted with the key error
-//     handler (a 4xx by default) without calling next;
-//   - answers a request the store cannot decide with the error handler
-//     (503 by default), or passes it to next under WithFailOpen;
-//   - sets the rate-limit headers (see WithHeaders), and on a rejection
-//     Retry-After, then answers with the denied handler (429 by default),
-//     or, allowed or in dry-run mode, calls next (with the decision in the
-//     request's context under WithResultInContext).
+// Each request is decided by Decide before next runs, and answered:
+//   - Serve: with the rate-limit headers (see WithHeaders) when the store
+//     decided it, by next (with the Result in the request's context under
+//     WithResultInContext);
+//   - Refuse: with the rate-limit headers, Retry-After, and the denied
+//     handler (429 by default);
+//   - Reject: with the key error handler (a 4xx by default);
+//   - Fail: with the error handler (503 by default).
 //
 // The ResponseWriter is passed on unwrapped, so http.Flusher,
 // http.Hijacker and http.ResponseController keep working.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
+	if next == nil {
+		panic("ratelimit: Handler: nil handler")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if l.skip != nil && l.skip(r) {
-			next.ServeHTTP(w, r)
+		d := l.Decide(r)
+		switch d.Outcome {
+		case Reject:
+			l.keyErr(w, r, d.Err)
+			return
+		case Fail:
+			l.storeErr(w, r, d.Err)
 			return
 		}
-		key, err := l.key(r)
-		if err != nil {
-			if l.hooks.OnError != nil {
-				l.hooks.OnError(r, err)
-			}
-			l.keyErr(w, r, err)
-			return
-		}
-		p, fresh := l.def, l.freshKeys
-		if l.choose != nil {
-			if named := l.plans[l.choose(r, key)]; named != nil {
-				p, key, fresh = named, named.prefix+key, true
-			}
-		}
-		cost := 1
-		if l.cost != nil {
-			cost = l.cost(r)
-		}
-		var res Result
-		if l.ms != nil {
-			res, err = l.ms.take(key, fresh, p.policies, cost)
-		} else {
-			res, err = l.store.Take(r.Context(), key, p.policies, cost)
-		}
-		if err != nil {
-			if l.hooks.OnError != nil {
-				l.hooks.OnError(r, err)
-			}
-			if l.failOpen {
-				next.ServeHTTP(w, r)
+		if d.decided {
+			// One allocation holds the header values, and the Result only
+			// when the context needs it: the smaller object keeps the
+			// allowed path in a smaller size class.
+			var hv *headerValues
+			if l.inContext {
+				c := &resultContext{Context: r.Context(), res: d.Result}
+				r = r.WithContext(c)
+				hv = &c.hv
 			} else {
-				l.storeErr(w, r, err)
+				hv = new(headerValues)
 			}
+			l.writeHeaders(w.Header(), &d, hv)
+		}
+		if d.Outcome == Refuse {
+			l.denied(w, r, d.Result)
 			return
-		}
-
-		// One allocation per request holds the header values, and the
-		// decision only when the context needs it: the smaller object
-		// keeps the allowed path in a 128-byte size class, which matters
-		// most to the garbage collector when new keys arrive fast.
-		var hv *headerValues
-		if l.inContext {
-			d := &decision{Context: r.Context(), res: res}
-			r = r.WithContext(d)
-			hv = &d.hv
-		} else {
-			hv = new(headerValues)
-		}
-		var pk []byte
-		var pkBuf [9]byte
-		if l.pkSecret != nil {
-			pk = partitionKey(&pkBuf, l.pkSecret, key)
-		}
-		hv.set(w.Header(), p, res, l.headers, l.resetFmt, l.mem.clock, pk)
-		if !res.Allowed {
-			if l.hooks.OnLimit != nil {
-				l.hooks.OnLimit(r, res)
-			}
-			if !l.dryRun {
-				l.denied(w, r, res)
-				return
-			}
-		} else if l.hooks.OnAllow != nil {
-			l.hooks.OnAllow(r, res)
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// decision is, under WithResultInContext, the request's context carrying
-// the Result. It is its own context type, holding the header values too,
-// so that all of it is one allocation.
-type decision struct {
+// SetHeaders writes into h the headers Handler sends for d: the rate-limit
+// headers WithHeaders and WithResetFormat select, when the store decided
+// the request, and Retry-After when d refuses it. It is for servers that
+// answer a Decision themselves.
+func (l *Limiter) SetHeaders(h http.Header, d Decision) {
+	if d.decided {
+		l.writeHeaders(h, &d, new(headerValues))
+	}
+}
+
+// resultContext is, under WithResultInContext, the request's context
+// carrying the Result. It is its own context type, holding the header
+// values too, so that all of it is one allocation.
+type resultContext struct {
 	context.Context
 	res Result
 	hv  headerValues
@@ -111,11 +200,11 @@ type contextKey struct{ name string }
 
 var resultKey = &contextKey{"ratelimit.Result"}
 
-func (d *decision) Value(key any) any {
+func (c *resultContext) Value(key any) any {
 	if key == resultKey {
-		return &d.res
+		return &c.res
 	}
-	return d.Context.Value(key)
+	return c.Context.Value(key)
 }
 
 // FromContext returns the decision the middleware made for the request
@@ -146,8 +235,8 @@ func defaultDenied(w http.ResponseWriter, _ *http.Request, _ Result) {
 	w.Write(deniedBody)
 }
 
-// defaultKeyError answers a request without a usable key. The body is
-// fixed text from the KeyError, never the client's input.
+// defaultKeyError answers a request without a usable key or cost. The body
+// is fixed text from the KeyError, never the client's input.
 func defaultKeyError(w http.ResponseWriter, _ *http.Request, err error) {
 	var ke *KeyError
 	if errors.As(err, &ke) {

@@ -555,3 +555,102 @@ func TestHandlerAllocations(t *testing.T) {
 	assert.Equal(t, "1", w.h.Get("Retry-After"))
 	assert.Equal(t, `"default";r=0;t=1`, w.h.Get("RateLimit"))
 }
+
+// A cost the store cannot count is the request's fault, not the store's:
+// it is answered 400 or 413 and never served uncounted, even under
+// WithFailOpen, and leaves the client's count untouched.
+func TestInvalidCostIsRefusedWhateverTheFailureMode(t *testing.T) {
+	for _, failOpen := range []bool{false, true} {
+		var cost atomic.Int64
+		opts := []ratelimit.Option{ratelimit.WithCost(func(*http.Request) int { return int(cost.Load()) })}
+		if failOpen {
+			opts = append(opts, ratelimit.WithFailOpen())
+		}
+		l := newLimiter(t, 3, time.Minute, ratelimit.KeyByIP(), opts...)
+		var served atomic.Int64
+		h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) }))
+		for _, tc := range []struct {
+			cost   int64
+			status int
+			is     error
+		}{
+			{0, http.StatusBadRequest, ratelimit.ErrInvalidCost},
+			{-5, http.StatusBadRequest, ratelimit.ErrInvalidCost},
+			{4, http.StatusRequestEntityTooLarge, ratelimit.ErrCostExceedsLimit},
+		} {
+			cost.Store(tc.cost)
+			w := get(h, "192.0.2.1:1")
+			if w.Code != tc.status {
+				t.Errorf("fail open %v, cost %d: status %d, want %d", failOpen, tc.cost, w.Code, tc.status)
+			}
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "192.0.2.1:1"
+			if d := l.Decide(r); d.Outcome != ratelimit.Reject || !errors.Is(d.Err, tc.is) {
+				t.Errorf("fail open %v, cost %d: Decide gives %v, %v; want Reject, %v", failOpen, tc.cost, d.Outcome, d.Err, tc.is)
+			}
+		}
+		if n := served.Load(); n != 0 {
+			t.Errorf("fail open %v: %d requests with invalid costs reached the handler, want 0", failOpen, n)
+		}
+		cost.Store(3)
+		if w := get(h, "192.0.2.1:1"); w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Remaining") != "0" {
+			t.Errorf("fail open %v: a valid cost of 3 after the invalid ones: status %d, remaining %q; want 200, 0 (nothing counted before)",
+				failOpen, w.Code, w.Header().Get("X-RateLimit-Remaining"))
+		}
+	}
+}
+
+// Handler(nil) panics where it is wrapped, before any request is counted.
+func TestHandlerNilPanicsAtWrapTime(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP())
+	defer func() {
+		if recover() == nil {
+			t.Error("Handler(nil) did not panic")
+		}
+		if res, _ := l.Allow(context.Background(), "ip:192.0.2.1"); !res.Allowed {
+			t.Error("Handler(nil) counted a request")
+		}
+	}()
+	l.Handler(nil)
+}
+
+// Dry run reports a would-be refusal in the rate-limit headers, but a 200
+// carries no Retry-After: the request was not refused.
+func TestDryRunSendsNoRetryAfter(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithDryRun())
+	h := l.Handler(okHandler)
+	get(h, "192.0.2.1:1")
+	w := get(h, "192.0.2.1:1")
+	if w.Code != http.StatusOK || w.Header().Get("Retry-After") != "" || w.Header().Get("X-RateLimit-Remaining") != "0" {
+		t.Errorf("dry run over the limit: status %d, Retry-After %q, remaining %q; want 200, none, 0",
+			w.Code, w.Header().Get("Retry-After"), w.Header().Get("X-RateLimit-Remaining"))
+	}
+}
+
+// Decide and SetHeaders give a server of another protocol what Handler
+// sends.
+func TestDecideAndSetHeadersMatchHandler(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP())
+	h := l.Handler(okHandler)
+	for i, want := range []ratelimit.Outcome{ratelimit.Serve, ratelimit.Refuse} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		d := l.Decide(r)
+		if d.Outcome != want || !d.Decided() {
+			t.Fatalf("decision %d: %v, decided %v; want %v, decided", i, d.Outcome, d.Decided(), want)
+		}
+		got := http.Header{}
+		l.SetHeaders(got, d)
+		w := get(h, "192.0.2.2:1") // another client in the same standing
+		for _, name := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "Ratelimit", "Ratelimit-Policy", "Retry-After"} {
+			if g, h := got.Get(name), w.Header().Get(name); g != h {
+				t.Errorf("decision %d: SetHeaders %s %q, Handler %q", i, name, g, h)
+			}
+		}
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "garbage"
+	if d := l.Decide(r); d.Outcome != ratelimit.Reject || d.Decided() {
+		t.Errorf("no key: %v, decided %v; want Reject, undecided", d.Outcome, d.Decided())
+	}
+}

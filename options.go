@@ -1,8 +1,12 @@
 package ratelimit
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -40,7 +44,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		mem:      memoryConfig{algorithm: SlidingLog, clock: time.Now},
+		mem:      memoryConfig{algorithm: SlidingLog},
 		headers:  HeadersBoth,
 		resetFmt: ResetSeconds,
 		denied:   defaultDenied,
@@ -59,6 +63,68 @@ func memOption(name string, f func(*config)) Option {
 
 func limiterOption(name string, f func(*config)) Option {
 	return Option{name: name, apply: f}
+}
+
+// plan is a validated set of policies and what never changes in their
+// headers, computed once.
+type plan struct {
+	policies []Policy
+	prefix   string   // namespaces this plan's keys in the store
+	policyHV string   // RateLimit-Policy value
+	limitHV  []string // X-RateLimit-Limit value, per policy
+}
+
+func newPlan(name string, policies []Policy) (*plan, error) {
+	var errs []error
+	if len(policies) == 0 {
+		errs = append(errs, fmt.Errorf("ratelimit: plan %q has no policies", name))
+	}
+	p := &plan{policies: policies}
+	if name != "" {
+		p.prefix = "plan:" + name + "|"
+	}
+	seen := make(map[string]bool)
+	var hv []string
+	for _, pol := range policies {
+		errs = append(errs, pol.validate())
+		if pol.Limit > math.MaxInt32 {
+			errs = append(errs, fmt.Errorf("ratelimit: policy %q: limit %d, want <= %d", pol.Name, pol.Limit, math.MaxInt32))
+		}
+		if seen[pol.Name] {
+			errs = append(errs, fmt.Errorf("ratelimit: policy name %q used twice in one plan", pol.Name))
+		}
+		seen[pol.Name] = true
+		hv = append(hv, fmt.Sprintf("%q;q=%d;w=%d", pol.Name, pol.Limit, ceilSeconds(pol.Window)))
+		p.limitHV = append(p.limitHV, strconv.Itoa(pol.Limit))
+	}
+	p.policyHV = strings.Join(hv, ", ")
+	return p, errors.Join(errs...)
+}
+
+// index returns the index of the policy named name.
+func (p *plan) index(name string) int {
+	for i := range p.policies {
+		if p.policies[i].Name == name {
+			return i
+		}
+	}
+	return 0
+}
+
+// checkCost reports a cost no Take of p's policies can count: below 1, or
+// above a policy's limit. The error is a *KeyError whose status the
+// middleware answers with (400 or 413), matching ErrInvalidCost or
+// ErrCostExceedsLimit.
+func (p *plan) checkCost(cost int) error {
+	if cost < 1 {
+		return withCause(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: invalid request cost"}, ErrInvalidCost)
+	}
+	for i := range p.policies {
+		if cost > p.policies[i].Limit {
+			return withCause(&KeyError{Status: http.StatusRequestEntityTooLarge, Message: "413 Content Too Large: the request costs more than the rate limit allows in a window"}, ErrCostExceedsLimit)
+		}
+	}
+	return nil
 }
 
 // WithStore makes the limiter keep its state in s instead of a memory store
@@ -97,7 +163,12 @@ func WithMaxKeys(n int, whenFull Overflow) Option {
 // the store's latest is taken as that latest one, so time never steps
 // back.
 func WithClock(now func() time.Time) Option {
-	return memOption("WithClock", func(c *config) { c.mem.clock = now })
+	return memOption("WithClock", func(c *config) {
+		if now == nil {
+			c.fail("WithClock: nil clock")
+		}
+		c.mem.clock = now
+	})
 }
 
 // WithPolicies adds policies that every request must also fit, besides the
@@ -128,9 +199,12 @@ func WithPlans(choose func(r *http.Request, key string) string, plans map[string
 	})
 }
 
-// WithCost makes the middleware count a request as cost(r) requests (at
-// least 1), for endpoints that do more work per call. A cost larger than a
-// policy's limit is answered by the error handler (503 by default).
+// WithCost makes the middleware count a request as cost(r) requests, for
+// endpoints that do more work per call. A cost that cannot be counted is
+// refused by the key error handler, whatever the failure mode (WithFailOpen
+// included) and without touching the client's count: below 1 with 400 Bad
+// Request (ErrInvalidCost), above a policy's limit, which no wait could
+// fit, with 413 Content Too Large (ErrCostExceedsLimit).
 func WithCost(cost func(r *http.Request) int) Option {
 	return limiterOption("WithCost", func(c *config) {
 		if cost == nil {
@@ -204,8 +278,9 @@ func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res Result
 	})
 }
 
-// WithKeyErrorHandler replaces the response to a request whose key cannot
-// be extracted. If unset, a *KeyError is answered with its Status (and
+// WithKeyErrorHandler replaces the response to a request that cannot be
+// counted as sent: its key cannot be extracted, or its cost (WithCost) is
+// invalid. If unset, a *KeyError is answered with its Status (and
 // WWW-Authenticate challenge, if any) and any other error with 400; the
 // body never repeats what the client sent.
 func WithKeyErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
@@ -218,7 +293,7 @@ func WithKeyErrorHandler(h func(w http.ResponseWriter, r *http.Request, err erro
 }
 
 // WithErrorHandler replaces the response to a request the store could not
-// decide (it failed, is full, or the cost is too high). If unset, the
+// decide (it failed, or is full). If unset, the
 // middleware answers 503 Service Unavailable with Retry-After: 1, without
 // the error's text.
 func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
@@ -233,7 +308,8 @@ func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error))
 // WithFailOpen lets a request through, without rate-limit headers, when the
 // store cannot decide it, instead of answering with the error handler. The
 // OnError hook still sees every failure. Failing open trades protection for
-// availability: choose it knowingly.
+// availability: choose it knowingly. It never serves a request whose key
+// or cost is invalid: those are the request's faults, not the store's.
 func WithFailOpen() Option {
 	return limiterOption("WithFailOpen", func(c *config) { c.failOpen = true })
 }
@@ -256,7 +332,8 @@ type Hooks struct {
 	// OnLimit is called for each rejected request (in dry-run mode, each
 	// request that would have been rejected).
 	OnLimit func(r *http.Request, res Result)
-	// OnError is called when a key cannot be extracted or the store fails.
+	// OnError is called when a key cannot be extracted, a cost is
+	// invalid, or the store fails.
 	OnError func(r *http.Request, err error)
 }
 

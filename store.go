@@ -80,4 +80,7 @@ var (
 	// ErrCostExceedsLimit is returned for a cost larger than some policy's
 	// limit: such a request could never be allowed, so waiting cannot help.
 	ErrCostExceedsLimit = errors.New("ratelimit: cost exceeds the limit")
+
+	// ErrInvalidCost is returned for a cost below 1.
+	ErrInvalidCost = errors.New("ratelimit: cost must be at least 1")
 )
