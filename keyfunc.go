@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -61,16 +62,20 @@ type causedKeyError struct {
 
 func (e *causedKeyError) Unwrap() []error { return e.wrapped }
 
-// MaxKeyLen is the longest header value KeyByHeader accepts as a key.
+// MaxKeyLen is the longest header value KeyByHeader keeps as a key, unless
+// KeyHashed digests it.
 const MaxKeyLen = 256
 
 // KeyByHeader keys requests by the value of header name, typically an API
-// key ("X-API-Key"), as "apikey:" followed by the value. A request without
-// the header, or with an empty one, is answered 400 (the error matches
-// ErrNoKey); a value longer than MaxKeyLen bytes is answered 431 Request
-// Header Fields Too Large rather than stored. When the header comes more
-// than once, the first line counts, as with http.Header.Get, which is what
-// most authentication middleware reads.
+// key ("X-API-Key"), as "apikey:" followed by the value without its
+// leading and trailing spaces and tabs (HTTP/2 servers do not strip them,
+// and " key" must not be a quota of its own). A request without the
+// header, or with one that is empty or blank, is answered 400 (the error
+// matches ErrNoKey); a value longer than MaxKeyLen bytes is answered 431
+// Request Header Fields Too Large rather than stored, unless KeyHashed
+// digests it. When the header comes more than once, the first line
+// counts, as with http.Header.Get, which is what most authentication
+// middleware reads. Errors name the header as name spells it.
 //
 // The key reaches the store as sent. If it is a secret and the store is
 // shared (Redis), wrap the extractor in KeyHashed so that the store only
@@ -82,19 +87,44 @@ func KeyByHeader(name string) KeyFunc {
 	if name == "" || strings.ContainsAny(name, " \t\r\n:") {
 		return brokenKeyFunc(fmt.Errorf("ratelimit: KeyByHeader: invalid header name %q", name))
 	}
-	name = textproto.CanonicalMIMEHeaderKey(name)
+	canonical := textproto.CanonicalMIMEHeaderKey(name)
 	missing := noKey(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: missing " + name + " header"})
 	tooLong := &KeyError{Status: http.StatusRequestHeaderFieldsTooLarge, Message: "431 Request Header Fields Too Large: " + name + " is too long"}
 	return func(r *http.Request) (string, error) {
-		v := r.Header[name]
-		switch {
-		case len(v) == 0 || v[0] == "":
+		v := r.Header[canonical]
+		if len(v) == 0 {
 			return "", missing
-		case len(v[0]) > MaxKeyLen:
-			return "", tooLong
 		}
-		return "apikey:" + v[0], nil
+		k := strings.Trim(v[0], " \t")
+		switch {
+		case k == "":
+			return "", missing
+		case len(k) > MaxKeyLen:
+			return "", &longKey{tooLong, "apikey:", k}
+		}
+		return "apikey:" + k, nil
 	}
+}
+
+// longKey is the error of an extractor whose key, kind+value, is too long
+// to keep as it is, but not to digest: KeyHashed digests it, KeyJoin joins
+// it and passes the error on, and the middleware answers the *KeyError.
+// The key is made only if one of them needs it, since a client can send
+// a megabyte of header for nothing.
+type longKey struct {
+	*KeyError
+	kind, value string
+}
+
+func (e *longKey) Unwrap() error { return e.KeyError }
+
+// asLongKey returns err's *longKey, or nil.
+func asLongKey(err error) *longKey {
+	var long *longKey
+	if errors.As(err, &long) {
+		return long
+	}
+	return nil
 }
 
 // KeyByContext keys requests by an identity that earlier middleware has
@@ -166,7 +196,8 @@ func KeyFirst(fns ...KeyFunc) KeyFunc {
 // gives "ip:192.0.2.1|route:POST /login". Each part is escaped ("%" as
 // "%25", "|" as "%7C") before the parts are joined with "|", so two
 // different lists of parts never make the same key. The first error of an
-// extractor is the answer. No extractors, or a nil one, is a
+// extractor is the answer (a part too long to keep makes the join too long
+// to keep, unless KeyHashed digests it). No extractors, or a nil one, is a
 // configuration error, reported by New.
 func KeyJoin(fns ...KeyFunc) KeyFunc {
 	if err := checkKeyFuncs("KeyJoin", fns); err != nil {
@@ -176,12 +207,23 @@ func KeyJoin(fns ...KeyFunc) KeyFunc {
 	return func(r *http.Request) (string, error) {
 		var parts [8]string
 		ks := parts[:0]
+		var long *longKey
 		for _, f := range fns {
 			k, err := f(r)
 			if err != nil {
+				// A part too long to keep still makes a key KeyHashed
+				// can digest: the whole join, not the part alone.
+				if l := asLongKey(err); l != nil && long == nil {
+					long = l
+					ks = append(ks, l.kind+l.value)
+					continue
+				}
 				return "", err
 			}
 			ks = append(ks, k)
+		}
+		if long != nil {
+			return "", &longKey{long.KeyError, "", joinKeys(ks)}
 		}
 		return joinKeys(ks), nil
 	}
@@ -274,15 +316,19 @@ func KeyByMethod() KeyFunc {
 // KeyHashed returns k with each key replaced by a digest of it before it
 // reaches the store: the key's kind, ".sha256:", and the first 128 bits of
 // the SHA-256 of the whole key in unpadded base64url, as
-// "apikey.sha256:3q2-7wAAAAAAAAAAAAAAAA". Use it for keys that are secrets
-// (API keys), so that a store shared with other systems (Redis, its
-// backups, its monitoring) never holds them, and for keys of unbounded
-// length, whose digest is 22 bytes after the kind. 128 bits keep
-// accidental collisions out of reach (2^64 keys for an even chance), and
-// the digest is unsalted so that every server of a fleet maps a key to the
-// same count. It is not a password hash: a low-entropy secret could be
-// found by guessing. Errors of k pass through unchanged. A nil k is a
-// configuration error, reported by New.
+// "apikey.sha256:3q2-7wAAAAAAAAAAAAAAAA". Only the kinds of this
+// package's extractors ("ip", "apikey", "sub", "id", "route", "method")
+// stay in clear; any other prefix, which might be part of a secret,
+// becomes "key". Use it for keys that are secrets (API keys), so that a
+// store shared with other systems (Redis, its backups, its monitoring)
+// never holds them, and for keys of unbounded length: a key k's
+// extractors find too long to keep (KeyByHeader's beyond MaxKeyLen) is
+// digested like any other, the digest being 22 bytes after the kind. 128
+// bits keep accidental collisions out of reach (2^64 keys for an even
+// chance), and the digest is unsalted so that every server of a fleet
+// maps a key to the same count. It is not a password hash: a low-entropy
+// secret could be found by guessing. Other errors of k pass through
+// unchanged. A nil k is a configuration error, reported by New.
 func KeyHashed(k KeyFunc) KeyFunc {
 	if err := checkKeyFuncs("KeyHashed", []KeyFunc{k}); err != nil {
 		return brokenKeyFunc(err)
@@ -290,37 +336,42 @@ func KeyHashed(k KeyFunc) KeyFunc {
 	return func(r *http.Request) (string, error) {
 		key, err := k(r)
 		if err != nil {
-			return "", err
+			long := asLongKey(err)
+			if long == nil {
+				return "", err
+			}
+			return hashKey(long.kind, long.value), nil
 		}
-		return hashKey(key), nil
+		return hashKey("", key), nil
 	}
 }
 
-// hashKey returns the digest form of key described at KeyHashed.
-func hashKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
+// knownKinds are the kind prefixes of this package's extractors, the only
+// ones KeyHashed keeps in clear.
+var knownKinds = []string{"ip", "apikey", "sub", "id", "route", "method"}
+
+// hashKey returns the digest form described at KeyHashed of the key
+// prefix+rest, in two parts so that a long key need not be made whole.
+func hashKey(prefix, rest string) string {
+	h := sha256.New()
+	h.Write([]byte(prefix))
+	h.Write([]byte(rest))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	key := prefix
+	if key == "" {
+		key = rest
+	}
 	kind := "key"
-	if i := strings.IndexByte(key, ':'); i > 0 && i <= 32 && isKind(key[:i]) {
+	if i := strings.IndexByte(key, ':'); i > 0 && slices.Contains(knownKinds, key[:i]) {
 		kind = key[:i]
 	}
 	const suffix = ".sha256:"
-	var buf [32 + len(suffix) + 22]byte
+	var buf [len("apikey") + len(suffix) + 22]byte
 	b := append(buf[:0], kind...)
 	b = append(b, suffix...)
 	b = base64.RawURLEncoding.AppendEncode(b, sum[:16])
 	return string(b)
-}
-
-// isKind reports whether s is a plausible kind prefix: lower-case letters,
-// digits, '-', '_' and '.'.
-func isKind(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // checkKeyFuncs reports a nil or misconfigured KeyFunc among fns, for the

@@ -57,6 +57,14 @@ func TestKeyExtractors(t *testing.T) {
 		{"header empty", apiKey, req("X-Api-Key", ""), "", 400, true},
 		{"header too long", apiKey, req("X-Api-Key", long+"k"), "", 431, false},
 		{"header an IP", apiKey, req("X-Api-Key", "192.0.2.1"), "apikey:192.0.2.1", 0, false},
+		// HTTP/2 servers do not strip optional whitespace; one key is one
+		// quota however it is padded.
+		{"header leading space", apiKey, req("X-Api-Key", " abc"), "apikey:abc", 0, false},
+		{"header trailing space", apiKey, req("X-Api-Key", "abc "), "apikey:abc", 0, false},
+		{"header leading tab", apiKey, req("X-Api-Key", "\tabc"), "apikey:abc", 0, false},
+		{"header inner space kept", apiKey, req("X-Api-Key", "a bc"), "apikey:a bc", 0, false},
+		{"header blank", apiKey, req("X-Api-Key", " \t "), "", 400, true},
+		{"header padded to the cap", apiKey, req("X-Api-Key", " "+long+" "), "apikey:" + long, 0, false},
 
 		{"context", user, withUser(req(), "u-42"), "id:u-42", 0, false},
 		{"context missing", user, req(), "", 401, true},
@@ -84,6 +92,12 @@ func TestKeyExtractors(t *testing.T) {
 
 		{"hashed", ratelimit.KeyHashed(apiKey), req("X-Api-Key", "abc"), hashOf("apikey:abc"), 0, false},
 		{"hashed passes errors", ratelimit.KeyHashed(apiKey), req(), "", 400, true},
+		// Hashing first, the cap applies to the digest.
+		{"hashed long", ratelimit.KeyHashed(apiKey), req("X-Api-Key", long+"k"), hashOf("apikey:" + long + "k"), 0, false},
+		{"hashed long joined", ratelimit.KeyHashed(ratelimit.KeyJoin(apiKey, ratelimit.KeyByMethod())), req("X-Api-Key", long+"|"),
+			hashOf("apikey:" + long + "%7C|method:GET"), 0, false},
+		{"hashed long first", ratelimit.KeyHashed(ratelimit.KeyFirst(apiKey, ratelimit.KeyByIP())), req("X-Api-Key", long+"k"), hashOf("apikey:" + long + "k"), 0, false},
+		{"join long", ratelimit.KeyJoin(apiKey, ratelimit.KeyByMethod()), req("X-Api-Key", long+"k"), "", 431, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,12 +143,19 @@ func TestKeyHashed(t *testing.T) {
 		t.Errorf("KeyHashed(apikey:abc) = %q, want %q", got, want)
 	}
 	for in, wantPrefix := range map[string]string{
-		"no-kind-here":                         "key.sha256:",
-		"UPPER:x":                              "key.sha256:",
-		strings.Repeat("k", 33) + ":x":         "key.sha256:",
-		"sub:" + strings.Repeat("s", 10000):    "sub.sha256:",
-		"ip:192.0.2.1|route:GET /x":            "ip.sha256:",
-		strings.Repeat("k", 32) + ":something": strings.Repeat("k", 32) + ".sha256:",
+		"no-kind-here":                      "key.sha256:",
+		"UPPER:x":                           "key.sha256:",
+		strings.Repeat("k", 33) + ":x":      "key.sha256:",
+		"sub:" + strings.Repeat("s", 10000): "sub.sha256:",
+		"ip:192.0.2.1|route:GET /x":         "ip.sha256:",
+		// Only the kinds of this package's extractors stay in clear: any
+		// other prefix may be a secret.
+		strings.Repeat("k", 32) + ":something":      "key.sha256:",
+		"0123456789abcdef0123456789abcdef:client-7": "key.sha256:",
+		"tenant:acme":  "key.sha256:",
+		"id:u-42":      "id.sha256:",
+		"method:GET":   "method.sha256:",
+		"route:GET /x": "route.sha256:",
 	} {
 		got := hashOf(in)
 		if !strings.HasPrefix(got, wantPrefix) || len(got) != len(wantPrefix)+22 {
@@ -269,6 +290,18 @@ func TestKeyFuncAllocs(t *testing.T) {
 		})
 		if got > tt.max {
 			t.Errorf("%s: %.0f allocations, want at most %.0f", tt.name, got, tt.max)
+		}
+	}
+}
+
+// Key errors name the header as the operator spelled it.
+func TestKeyByHeaderErrorsUseTheConfiguredName(t *testing.T) {
+	k := ratelimit.KeyByHeader("X-API-Key")
+	for _, r := range []*http.Request{req(), req("X-Api-Key", strings.Repeat("k", ratelimit.MaxKeyLen+1))} {
+		_, err := k(r)
+		var ke *ratelimit.KeyError
+		if !errors.As(err, &ke) || !strings.Contains(ke.Message, "X-API-Key") {
+			t.Errorf("error %v: want a KeyError naming X-API-Key", err)
 		}
 	}
 }
