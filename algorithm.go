@@ -2,7 +2,7 @@ package ratelimit
 
 import "fmt"
 
-// Algorithm selects how the memory store counts requests. The zero value is
+// Algorithm selects how a Policy counts requests. The zero value is
 // SlidingLog.
 type Algorithm int
 
@@ -63,14 +63,14 @@ type algorithm interface {
 	// record counts cost requests at now (decide said they fit) and
 	// reports the standing after them.
 	record(s *state, limit, window, now, cost int64) verdict
-	// idleAt returns the instant from which s remembers nothing that
-	// could affect a future decision for any window up to maxWindow, so
-	// the key may be dropped; it only moves later as the key is used.
-	idleAt(s *state, maxWindow int64) int64
+	// idleAt returns the instant from which s, under the policy (limit,
+	// window), remembers nothing that could affect a future decision, so
+	// that it may be dropped; it only moves later as the state is used.
+	idleAt(s *state, limit, window int64) int64
 	// minIdle returns the least time a state of the policy (limit,
 	// window) takes to go idle after it records a request: a lower bound
 	// on idleAt - now just after record.
-	minIdle(limit, window, maxWindow int64) int64
+	minIdle(limit, window int64) int64
 	// last returns an instant that grows with the key's activity, to find
 	// the least recently active key.
 	last(s *state) int64

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/slidelog/ratelimit/internal/fakeclock"
 )
 
 // BenchmarkAlgorithm measures, per algorithm, a decision on an existing
@@ -17,16 +19,16 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkAlgorithm -benchmem
 func BenchmarkAlgorithm(b *testing.B) {
-	for _, a := range algorithms {
+	for _, a := range []Algorithm{SlidingLog, SlidingWindowCounter, GCRA} {
 		for _, limit := range []int{300, 10_000} {
 			b.Run(fmt.Sprintf("%v/limit=%d", a, limit), func(b *testing.B) {
-				clk := newFakeClock()
-				s, err := NewMemoryStore(WithAlgorithm(a), WithClock(clk.Now))
+				clk := fakeclock.New()
+				s, err := NewMemoryStore(WithClock(clk.Now))
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer s.Close()
-				p := []Policy{{Name: "p", Limit: limit, Window: time.Minute}}
+				p := mustSet(b, Policy{Name: "p", Limit: limit, Window: time.Minute, Algorithm: a})
 				ctx := context.Background()
 				step := time.Minute / time.Duration(limit) // the sustained rate: always allowed
 				b.ReportAllocs()
@@ -52,8 +54,8 @@ func bytesPerFullKey(b *testing.B, a Algorithm, limit int) float64 {
 	if a == SlidingLog && limit > 1000 {
 		keys = 200
 	}
-	clk := newFakeClock()
-	p := []Policy{{Name: "p", Limit: limit, Window: time.Hour}}
+	clk := fakeclock.New()
+	p := mustSet(b, Policy{Name: "p", Limit: limit, Window: time.Hour, Algorithm: a})
 	names := make([]string, keys)
 	for i := range names {
 		names[i] = "key-" + strconv.Itoa(i) // the key strings count
@@ -61,7 +63,7 @@ func bytesPerFullKey(b *testing.B, a Algorithm, limit int) float64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	s, _ := NewMemoryStore(WithAlgorithm(a), WithClock(clk.Now))
+	s, _ := NewMemoryStore(WithClock(clk.Now))
 	for _, k := range names {
 		for range limit {
 			clk.Advance(time.Microsecond)
@@ -97,9 +99,9 @@ func worstBurst(a Algorithm, limit int) float64 {
 	}
 	worst := 0
 	for _, send := range patterns {
-		clk := newFakeClock()
-		s, _ := NewMemoryStore(WithAlgorithm(a), WithClock(clk.Now))
-		p := []Policy{{Name: "p", Limit: limit, Window: window}}
+		clk := fakeclock.New()
+		s, _ := NewMemoryStore(WithClock(clk.Now))
+		p, _ := NewPolicySet(Policy{Name: "p", Limit: limit, Window: window, Algorithm: a})
 		var admitted []time.Duration // instants of admitted requests, in order
 		for t := time.Duration(0); t < 3*window; t += tick {
 			for range send(t) {

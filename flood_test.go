@@ -12,20 +12,8 @@ import (
 	"time"
 
 	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/internal/fakeclock"
 )
-
-// fakeClock is a clock tests advance by hand. Its readings keep
-// time.Now's monotonic reading, moved forward by the offset, so the store
-// compares them as it does real ones.
-type fakeClock struct {
-	base time.Time
-	off  atomic.Int64
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{base: time.Now()} }
-
-func (c *fakeClock) Now() time.Time          { return c.base.Add(time.Duration(c.off.Load())) }
-func (c *fakeClock) Advance(d time.Duration) { c.off.Add(int64(d)) }
 
 // floodKey is the i-th key of a flood, shaped as KeyByIP's are.
 func floodKey(buf []byte, i int) string {
@@ -52,13 +40,13 @@ func heapInUse() uint64 {
 // bytesPerKey measures what n live keys with one logged request each cost
 // in a memory store without a bound.
 func bytesPerKey(t *testing.T, n int) float64 {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	before := heapInUse()
 	s, err := ratelimit.NewMemoryStore(ratelimit.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies := []ratelimit.Policy{{Name: "default", Limit: 20, Window: time.Hour}}
+	policies, _ := ratelimit.NewPolicySet(ratelimit.Policy{Name: "default", Limit: 20, Window: time.Hour})
 	var buf [32]byte
 	for i := range n {
 		if _, err := s.Take(context.Background(), floodKey(buf[:], i), policies, 1); err != nil {
@@ -106,14 +94,14 @@ func keyFlood(t *testing.T, bound, flood int, overflow ratelimit.Overflow, perKe
 		checks  = 10 // the legitimate client's requests during the flood
 	)
 	ctx := context.Background()
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	before := heapInUse()
 	s, err := ratelimit.NewMemoryStore(ratelimit.WithClock(clk.Now), ratelimit.WithMaxKeys(bound, overflow))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	policies := []ratelimit.Policy{{Name: "default", Limit: limit, Window: time.Hour}}
+	policies, _ := ratelimit.NewPolicySet(ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour})
 
 	const legit = "apikey:legitimate"
 	var (

@@ -316,6 +316,7 @@ func FuzzMemoryStore(f *testing.F) {
 		if window2 != 0 {
 			policies = append(policies, Policy{Name: "b", Limit: 1 + int(limit2%16), Window: time.Duration(1+window2%20000) * time.Millisecond})
 		}
+		set := mustSet(t, policies...) // in the order of names, as given
 		base := time.Now()
 		var off atomic.Int64
 		s, err := NewMemoryStore(WithClock(func() time.Time { return base.Add(time.Duration(off.Load())) }))
@@ -335,7 +336,7 @@ func FuzzMemoryStore(f *testing.F) {
 			key := keys[ops[i]&3]
 			cost := 1 + int(ops[i]>>2&3)
 
-			got, err := s.Take(context.Background(), key, policies, cost)
+			got, err := s.Take(context.Background(), key, set, cost)
 			want, wantErr := referenceTake(ref, key, policies, now, cost)
 			if wantErr != nil {
 				if !errors.Is(err, wantErr) {
@@ -355,21 +356,21 @@ func FuzzMemoryStore(f *testing.F) {
 			if !got.Allowed && got.RetryAfter < time.Millisecond {
 				t.Fatalf("op %d: rejected with RetryAfter %v, want at least 1ms", i/2, got.RetryAfter)
 			}
-			checkLogs(t, s, key, policies)
+			checkLogs(t, s, key, set)
 		}
 	})
 }
 
 // checkLogs checks that no log of key holds more than its policy's limit.
-func checkLogs(t *testing.T, s *MemoryStore, key string, policies []Policy) {
-	e, sts := findEntry(s, key)
+func checkLogs(t *testing.T, s *MemoryStore, key string, set PolicySet) {
+	e, sts := findEntry(s, key, set)
 	if e == nil {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for j, p := range policies {
-		st := sts.at(j)
+	for j := range set.Len() {
+		p, st := set.At(j), sts.at(j)
 		if int(st.n) > p.Limit || int(st.size()) > p.Limit {
 			t.Fatalf("key %s policy %s: %d instants in a ring of %d, limit %d", key, p.Name, st.n, st.size(), p.Limit)
 		}

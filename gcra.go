@@ -44,8 +44,9 @@ func gcraReset(tat, now, depth, t int64) int64 {
 	return tat - depth + (r+1)*t - now
 }
 
-func (gcra) idleAt(s *state, _ int64) int64 { return s.t }
+// idleAt: once tat is past, the bucket is full, as for a new key.
+func (gcra) idleAt(s *state, _, _ int64) int64 { return s.t }
 
-func (gcra) minIdle(limit, window, _ int64) int64 { return interval(limit, window) }
+func (gcra) minIdle(limit, window int64) int64 { return interval(limit, window) }
 
 func (gcra) last(s *state) int64 { return s.t }

@@ -66,7 +66,7 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 		o.apply(&c)
 	}
 	errs = append(errs, c.errs...)
-	policies := append([]Policy{{Name: DefaultPolicyName, Limit: limit, Window: window}}, c.policies...)
+	policies := append([]Policy{{Name: DefaultPolicyName, Limit: limit, Window: window, Algorithm: c.algorithm}}, c.policies...)
 	def, err := newPlan("", policies)
 	errs = append(errs, err)
 	plans := make(map[string]*plan, len(c.plans))
@@ -76,7 +76,7 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 		plans[name] = p
 	}
 	if c.store != nil && c.memSet {
-		errs = append(errs, errors.New("ratelimit: WithAlgorithm, WithMaxKeys and WithClock configure the memory store and cannot be combined with WithStore"))
+		errs = append(errs, errors.New("ratelimit: WithMaxKeys and WithClock configure the memory store and cannot be combined with WithStore"))
 	}
 	errs = append(errs, c.mem.validate())
 	if err := errors.Join(errs...); err != nil {
@@ -109,14 +109,14 @@ func (l *Limiter) wallClock() time.Time {
 // default policies, and counts it if so. It is the middleware's decision
 // without HTTP: for gRPC, queues or any other caller.
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
-	return l.store.Take(ctx, key, l.def.policies, 1)
+	return l.store.Take(ctx, key, l.def.set, 1)
 }
 
 // AllowN is Allow for a request that costs n (a bulk call, say): it is
 // allowed only if n more fit, and then counts as n. An n larger than a
 // policy's limit can never fit and returns ErrCostExceedsLimit.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
-	return l.store.Take(ctx, key, l.def.policies, n)
+	return l.store.Take(ctx, key, l.def.set, n)
 }
 
 // Stats reports the counters of the limiter's store, if it keeps any (the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"strings"
 	"sync"
@@ -11,28 +12,25 @@ import (
 	"time"
 )
 
-// MemoryStore is the built-in Store: per-key state in process memory.
+// MemoryStore is the built-in Store: counts in process memory.
 //
-// Keys live in shards, each a map behind its own lock that is held only to
-// find, add or drop a key; a decision holds just its key's lock, so
-// different keys never wait on each other. A shard's map is keyed by the
-// key's 64-bit seeded hash, which also picks the shard, and each entry
-// keeps its key, so that a lookup is exact while the map itself never
-// reads a key's bytes: a request hashes its key once instead of three
-// times, and a growing map moves 16-byte slots without reading every key
-// again. That costs an entry 16 bytes and saves a slot 8, and makes new
-// keys about 20% cheaper and lookups among many keys about 25%.
-// Memory stays bounded three ways:
-// expired instants are dropped whenever a key is used; a new key that
-// finds its shard doubled since the shard was last swept sweeps it, if any
-// key there can be idle by then, so sweeping keeps pace with any flood of
-// new keys; and a background sweep drops every idle key once per sweep
-// interval and gives shrunken shards fresh maps (Go maps never return
-// memory on their own). WithMaxKeys bounds the total.
+// Each key and policy set has an entry: its lock, its states (one per
+// policy) and its identity. Entries live in shards, each a map behind its
+// own lock that is held only to find, add or drop an entry; a decision
+// holds just its entry's lock, so different keys never wait on each
+// other. A shard's map is keyed by a 64-bit hash of the key, seeded per
+// store and mixed with the set's, which also picks the shard; each entry
+// keeps its key and set, so that a lookup is exact while the map itself
+// never reads a key's bytes.
 //
-// A key costs about 75 bytes (a 48-byte entry and its map slot) plus its
-// own length, and 7 bytes per request it has logged in its window beyond
-// the first; see the README for measured figures.
+// Memory stays bounded three ways: expired instants are dropped whenever
+// an entry is used; a new entry that finds its shard doubled since the
+// shard was last swept sweeps it, if any entry there can be idle by then,
+// so sweeping keeps pace with any flood of new keys; and a background
+// sweep drops every idle entry once per sweep interval and gives shrunken
+// shards fresh maps (Go maps never return memory on their own). An entry
+// is idle when its own set's policies can no longer refuse a request
+// because of it. WithMaxKeys bounds the number of entries.
 //
 // MemoryStore is safe for simultaneous use by multiple goroutines. Close
 // stops its background sweep.
@@ -40,14 +38,12 @@ type MemoryStore struct {
 	shards    []shard
 	shardMask uint64
 	seed      maphash.Seed
-	algo      algorithm
-	clock     func() time.Time
-	mono      bool      // clock is time.Now: read the monotonic clock alone
-	base      time.Time // instants are nanoseconds since base
-	perShard  int       // most keys a shard may hold; 0 for no bound
+	clock     func() time.Time // nil: the monotonic clock alone
+	base      time.Time        // when the store was made (monotonic clock)
+	epoch     int64            // base in Unix nanoseconds
+	latest    atomic.Int64     // latest reading of an injected clock
+	perShard  int              // most entries a shard may hold; 0 for no bound
 	overflow  Overflow
-	maxWindow atomic.Int64 // longest window seen, for idle checks
-	latest    atomic.Int64 // latest reading of an injected clock
 
 	evicted  atomic.Uint64
 	rejected atomic.Uint64
@@ -62,44 +58,53 @@ var _ Store = (*MemoryStore)(nil)
 // A shard is 64 bytes, so that shards do not share cache lines.
 type shard struct {
 	mu sync.RWMutex
-	m  map[uint64]*entry // by the key's hash
-	// other holds the keys whose hash a different key in m already has.
-	// With a random 64-bit seed that takes billions of keys in one shard
-	// to happen once; it keeps lookups exact when it does.
-	other map[string]*entry
-	// rest holds, for the keys with several policies, the states of all
-	// but the first, so that the usual key with one policy pays nothing
-	// for them. A key's states are made with it and never change.
+	m  map[uint64]*entry // by the entry's hash
+	// other holds the entries whose hash a different entry in m already
+	// has. With a random 64-bit seed that takes billions of entries in
+	// one shard to happen once; it keeps lookups exact when it does.
+	other map[identity]*entry
+	// rest holds, for entries of sets of several policies, the states of
+	// all but the first, so that the usual entry of one policy pays
+	// nothing for them. An entry's states are made with it.
 	rest map[*entry][]state
-	peak int32 // most keys m has held since it was made
-	// A new key sweeps the shard once it holds sweepLen keys, unless no
-	// key can be idle yet: none is before sweepAt.
+	peak int32 // most entries m has held since it was made
+	// A new entry sweeps the shard once it holds sweepLen entries, unless
+	// none can be idle yet: none is before sweepAt.
 	sweepLen int32
 	sweepAt  int64
 }
 
-// entry is one key's lock, the state of its first policy and the key, 48
-// bytes. The lock guards the entry's states, this one and any in the
-// shard's rest.
+// identity is what an entry counts for.
+type identity struct{ key, set string }
+
+// entry is the lock and state of one key under one policy set. The lock
+// guards the entry's states, first and any in the shard's rest, and dead.
 type entry struct {
 	mu    sync.Mutex
 	first state
+	dead  bool // dropped from its shard: a request that found it looks again
 	key   string
+	set   *policySet
 }
 
-// find returns the entry of key, whose hash is h, or nil. The caller holds
-// sh.mu.
-func (sh *shard) find(h uint64, key string) *entry {
-	if e := sh.m[h]; e != nil && e.key == key {
+// is reports whether e counts for key under set.
+func (e *entry) is(key string, set *policySet) bool {
+	return e.key == key && (e.set == set || e.set.id == set.id)
+}
+
+// find returns the entry of key and set, whose hash is h, or nil. The
+// caller holds sh.mu.
+func (sh *shard) find(h uint64, key string, set *policySet) *entry {
+	if e := sh.m[h]; e != nil && e.is(key, set) {
 		return e
 	}
 	if len(sh.other) > 0 {
-		return sh.other[key]
+		return sh.other[identity{key, set.id}]
 	}
 	return nil
 }
 
-// add adds e, whose key's hash is h, to sh. The caller holds sh.mu.
+// add adds e, whose hash is h, to sh. The caller holds sh.mu.
 func (sh *shard) add(h uint64, e *entry) {
 	if _, taken := sh.m[h]; !taken {
 		sh.m[h] = e
@@ -107,22 +112,15 @@ func (sh *shard) add(h uint64, e *entry) {
 		return
 	}
 	if sh.other == nil {
-		sh.other = make(map[string]*entry)
+		sh.other = make(map[identity]*entry)
 	}
-	sh.other[e.key] = e
+	sh.other[identity{e.key, e.set.id}] = e
 }
 
-// len returns how many keys sh holds. The caller holds sh.mu.
+// len returns how many entries sh holds. The caller holds sh.mu.
 func (sh *shard) len() int { return len(sh.m) + len(sh.other) }
 
-// dropped marks an entry removed from its shard (as its first state's
-// ring), so that a request that found it just before looks the key up
-// again instead of counting into a lost entry.
-var dropped = new(byte)
-
-func (e *entry) dead() bool { return e.first.ring == dropped }
-
-// states are one key's states, one per policy.
+// states are one entry's states, one per policy of its set.
 type states struct {
 	first *state
 	rest  []state
@@ -135,12 +133,10 @@ func (st states) at(i int) *state {
 	return &st.rest[i-1]
 }
 
-func (st states) len() int { return 1 + len(st.rest) }
-
 // states returns e's states. The caller holds sh.mu.
 func (sh *shard) states(e *entry) states {
 	st := states{first: &e.first}
-	if len(sh.rest) > 0 {
+	if len(e.set.policies) > 1 {
 		st.rest = sh.rest[e]
 	}
 	return st
@@ -165,39 +161,37 @@ const (
 const sweepInterval = time.Minute
 
 const (
-	// minSweepLen is the least a shard holds before a new key sweeps it.
+	// maxShards is how many shards a store has, fewer when WithMaxKeys is
+	// small (see newMemoryStore).
+	maxShards = 256
+	// minPerShard is the least bound per shard that WithMaxKeys leads to,
+	// when it allows it, so that per-shard bounds stay usable.
+	minPerShard = 16
+	// minSweepLen is the least a shard holds before a new entry sweeps it.
 	minSweepLen = 32
-	// evictSample is how many keys a full shard samples for a victim.
+	// evictSample is how many entries a full shard samples for a victim.
 	evictSample = 8
 )
 
 // memoryConfig is what NewMemoryStore and New accept for the memory store.
 type memoryConfig struct {
-	algorithm Algorithm
-	maxKeys   int
-	overflow  Overflow
-	clock     func() time.Time
+	maxKeys  int
+	overflow Overflow
+	clock    func() time.Time // nil: time.Now, read as the monotonic clock
 }
 
 func (c memoryConfig) validate() error {
-	var errs []error
-	if c.algorithm.impl() == nil {
-		errs = append(errs, errors.New("ratelimit: unknown algorithm "+c.algorithm.String()))
-	}
-	if c.maxKeys < 0 {
-		errs = append(errs, errors.New("ratelimit: WithMaxKeys: negative bound"))
-	}
 	if c.overflow != RejectNewKeys && c.overflow != EvictLeastRecent {
-		errs = append(errs, errors.New("ratelimit: WithMaxKeys: unknown overflow policy"))
+		return errors.New("ratelimit: WithMaxKeys: unknown overflow policy")
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // NewMemoryStore returns a memory store configured by the memory-store
-// options among opts (WithAlgorithm, WithMaxKeys, WithClock); any other
-// option is an error. New makes one itself unless given WithStore: call
-// this to share one store between limiters, or to give another store a
-// local fallback.
+// options among opts (WithMaxKeys, WithClock); any other option is an
+// error. New makes one itself unless given WithStore: call this to share
+// one store between limiters (each keeps its own counts: see Store), or to
+// give another store a local fallback.
 func NewMemoryStore(opts ...Option) (*MemoryStore, error) {
 	c := defaultConfig()
 	var errs []error
@@ -212,6 +206,7 @@ func NewMemoryStore(opts ...Option) (*MemoryStore, error) {
 		}
 		o.apply(&c)
 	}
+	errs = append(errs, c.errs...)
 	if err := errors.Join(append(errs, c.mem.validate())...); err != nil {
 		return nil, err
 	}
@@ -219,28 +214,26 @@ func NewMemoryStore(opts ...Option) (*MemoryStore, error) {
 }
 
 func newMemoryStore(c memoryConfig) *MemoryStore {
-	n := 256
+	n := maxShards
 	if c.maxKeys > 0 {
-		// Keep at least 16 keys a shard so per-shard bounds stay usable.
-		n = max(1, min(n, 1<<(bits.Len(uint(c.maxKeys/16))-1)))
+		// The largest power of two that leaves each shard minPerShard
+		// entries, if there is one; else a single shard.
+		n = min(n, 1<<max(0, bits.Len(uint(c.maxKeys/minPerShard))-1))
 	}
 	s := &MemoryStore{
 		shards:    make([]shard, n),
 		shardMask: uint64(n - 1),
 		seed:      maphash.MakeSeed(),
-		algo:      c.algorithm.impl(),
 		clock:     c.clock,
-		mono:      c.clock == nil,
 		overflow:  c.overflow,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	if s.mono {
-		s.clock = time.Now
-	}
-	s.base = s.clock()
+	s.base = time.Now()
+	s.epoch = s.base.UnixNano()
+	s.latest.Store(math.MinInt64)
 	if c.maxKeys > 0 {
-		s.perShard = c.maxKeys / n
+		s.perShard = max(1, c.maxKeys/n)
 	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[uint64]*entry)
@@ -250,19 +243,21 @@ func newMemoryStore(c memoryConfig) *MemoryStore {
 	return s
 }
 
-// now reads the store's clock as nanoseconds since base. With the default
-// clock it reads only the monotonic clock: time.Since skips the wall-clock
-// read that time.Now makes and Sub ignores, which halves the cost of the
-// read (about 38 ns to 22 ns here).
+// now reads the store's clock in Unix nanoseconds, the scale of every
+// instant the store keeps (fixed windows are aligned to it, as a shared
+// store aligns them). With the default clock it reads only the monotonic
+// clock, from the wall time the store was made: time.Since skips the
+// wall-clock read that time.Now makes and Sub ignores, and the wall clock
+// stepping cannot move a window.
 //
 // An injected clock may step back; its readings are held at the latest
-// one, so that every key's instants, read under the key's lock, stay in
-// order for all algorithms. The monotonic clock needs no such care.
+// one, so that every entry's instants, read under the entry's lock, stay
+// in order for all algorithms. The monotonic clock needs no such care.
 func (s *MemoryStore) now() int64 {
-	if s.mono {
-		return int64(time.Since(s.base))
+	if s.clock == nil {
+		return s.epoch + int64(time.Since(s.base))
 	}
-	t := int64(s.clock().Sub(s.base))
+	t := s.clock().UnixNano()
 	for {
 		last := s.latest.Load()
 		if t <= last {
@@ -275,102 +270,78 @@ func (s *MemoryStore) now() int64 {
 }
 
 // Take implements Store.
-func (s *MemoryStore) Take(_ context.Context, key string, policies []Policy, cost int) (Result, error) {
-	if err := checkTake(policies, cost); err != nil {
+func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost int) (Result, error) {
+	if err := set.CheckCost(cost); err != nil {
 		return Result{}, err
 	}
-	for _, p := range policies {
-		if w := int64(p.Window); w > s.maxWindow.Load() {
-			s.maxWindow.Store(w) // racing stores only ever raise it
-		}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
 	}
-	h := maphash.String(s.seed, key)
+	ps := set.p
+	h := maphash.String(s.seed, key) ^ ps.hash
 	sh := &s.shards[h&s.shardMask]
 	for {
 		sh.mu.RLock()
-		e := sh.find(h, key)
+		e := sh.find(h, key, ps)
 		var st states
 		if e != nil {
 			st = sh.states(e)
 		}
 		sh.mu.RUnlock()
-		if e == nil || st.len() != len(policies) {
-			e, st, now, err := s.insert(sh, h, key, policies)
+		if e == nil {
+			e, st, now, err := s.insert(sh, h, key, ps)
 			if err != nil {
 				return Result{}, err
 			}
 			if e == nil {
-				continue // another request added the key first
+				continue // another request added the entry first
 			}
-			res := decide(s.algo, st, policies, now, int64(cost))
+			res := decide(ps, st, now, int64(cost))
 			e.mu.Unlock()
 			return res, nil
 		}
 		e.mu.Lock()
-		if e.dead() {
+		if e.dead {
 			e.mu.Unlock()
 			continue
 		}
-		// Read the clock under the key's lock so that instants are logged
-		// in the order they were read.
-		res := decide(s.algo, st, policies, s.now(), int64(cost))
+		// Read the clock under the entry's lock so that instants are
+		// logged in the order they were read.
+		res := decide(ps, st, s.now(), int64(cost))
 		e.mu.Unlock()
 		return res, nil
 	}
 }
 
-// checkTake validates a Take's arguments.
-func checkTake(policies []Policy, cost int) error {
-	if len(policies) == 0 {
-		return errors.New("ratelimit: Take: no policies")
-	}
-	if cost < 1 {
-		return errors.New("ratelimit: Take: cost must be at least 1")
-	}
-	for _, p := range policies {
-		if p.Limit < 1 || p.Window <= 0 || p.Window > MaxWindow {
-			return p.validate()
-		}
-		if cost > p.Limit {
-			return ErrCostExceedsLimit
-		}
-	}
-	return nil
-}
-
-// last returns an instant that grows with a key's activity.
-func (s *MemoryStore) last(st states) int64 {
-	t := s.algo.last(st.first)
-	for i := range st.rest {
-		t = max(t, s.algo.last(&st.rest[i]))
-	}
-	return t
-}
-
-// decide checks every policy, then records in all of them or none, and
-// reports the policy that binds tightest.
-func decide(a algorithm, st states, policies []Policy, now, cost int64) Result {
-	var worst verdict
-	wi := -1
-	for i, p := range policies {
-		v := a.decide(st.at(i), int64(p.Limit), int64(p.Window), now, cost)
-		if !v.ok && (wi < 0 || v.retry > worst.retry) {
-			worst, wi = v, i
+// decide checks every policy of ps, then records in all of them or none,
+// and reports the policy that binds tightest. The caller holds the
+// entry's lock.
+func decide(ps *policySet, st states, now, cost int64) Result {
+	var worst Result
+	refused := false
+	for i, a := range ps.algos {
+		p := &ps.policies[i]
+		if v := a.decide(st.at(i), int64(p.Limit), int64(p.Window), now, cost); !v.ok {
+			if r := result(p, v); !refused || tighter(&r, &worst) {
+				worst = r
+			}
+			refused = true
 		}
 	}
-	if wi >= 0 {
-		return result(policies[wi], worst)
+	if refused {
+		return worst
 	}
-	for i, p := range policies {
+	for i, a := range ps.algos {
+		p := &ps.policies[i]
 		v := a.record(st.at(i), int64(p.Limit), int64(p.Window), now, cost)
-		if wi < 0 || v.remaining < worst.remaining || v.remaining == worst.remaining && v.reset > worst.reset {
-			worst, wi = v, i
+		if r := result(p, v); i == 0 || tighter(&r, &worst) {
+			worst = r
 		}
 	}
-	return result(policies[wi], worst)
+	return worst
 }
 
-func result(p Policy, v verdict) Result {
+func result(p *Policy, v verdict) Result {
 	return Result{
 		Allowed:    v.ok,
 		Limit:      p.Limit,
@@ -381,24 +352,19 @@ func result(p Policy, v verdict) Result {
 	}
 }
 
-// insert adds key to sh, sweeping the shard first when a sweep is due and
-// making room if the shard is full, and returns the new entry locked, with
-// a reading of the clock for its first decision: the reading precedes any
-// other request's for the key, since none can find the entry before its
-// lock is released, so instants stay in order. It returns a nil entry if
-// the key is there already, and starts the key over if it has states for a
-// different number of policies: a caller changed its policies.
-func (s *MemoryStore) insert(sh *shard, h uint64, key string, policies []Policy) (*entry, states, int64, error) {
+// insert adds the entry of key and ps, whose hash is h, to sh, sweeping
+// the shard first when a sweep is due and making room if the shard is
+// full, and returns the new entry locked, with a reading of the clock for
+// its first decision: the reading precedes any other request's for the
+// entry, since none can find the entry before its lock is released, so
+// instants stay in order. It returns a nil entry if the entry is there
+// already.
+func (s *MemoryStore) insert(sh *shard, h uint64, key string, ps *policySet) (*entry, states, int64, error) {
 	now := s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.find(h, key); e != nil {
-		if sh.states(e).len() == len(policies) {
-			return nil, states{}, 0, nil
-		}
-		e.mu.Lock()
-		s.drop(sh, h, e)
-		e.mu.Unlock()
+	if sh.find(h, key, ps) != nil {
+		return nil, states{}, 0, nil
 	}
 	if sh.len() >= int(sh.sweepLen) && now >= sh.sweepAt {
 		s.sweep(sh, now)
@@ -409,47 +375,55 @@ func (s *MemoryStore) insert(sh *shard, h uint64, key string, policies []Policy)
 	}
 	// Copy, so that the entry does not pin a larger string the key was
 	// cut from (a whole header, say).
-	key = strings.Clone(key)
-	e := &entry{key: key}
+	e := &entry{key: strings.Clone(key), set: ps}
 	e.mu.Lock()
 	st := states{first: &e.first}
-	if len(policies) > 1 {
-		st.rest = make([]state, len(policies)-1)
+	if n := len(ps.policies); n > 1 {
+		st.rest = make([]state, n-1)
 		if sh.rest == nil {
 			sh.rest = make(map[*entry][]state)
 		}
 		sh.rest[e] = st.rest
 	}
 	sh.add(h, e)
-	sh.sweepAt = min(sh.sweepAt, now+s.minIdle(policies))
+	sh.sweepAt = min(sh.sweepAt, now+ps.minIdle)
 	return e, st, now, nil
 }
 
-// minIdle returns the least time a new key of policies takes to go idle
-// after its first request.
-func (s *MemoryStore) minIdle(policies []Policy) int64 {
-	maxWindow := s.maxWindow.Load()
-	var d int64
-	for _, p := range policies {
-		d = max(d, s.algo.minIdle(int64(p.Limit), int64(p.Window), maxWindow))
+// idleAt returns the instant from which every state of e is idle. The
+// caller holds e's lock.
+func idleAt(e *entry, st states) int64 {
+	at := int64(-1 << 63)
+	for i, a := range e.set.algos {
+		p := &e.set.policies[i]
+		at = max(at, a.idleAt(st.at(i), int64(p.Limit), int64(p.Window)))
 	}
-	return d
+	return at
 }
 
-// sweep drops the idle keys of sh and notes when the next sweep is due:
-// once the shard has doubled, and not before one of its keys can have gone
-// idle. Sweeping a whole shard when it doubles costs a new key at most two
-// key visits, amortized, and skipping sweeps that cannot find anything
-// makes a flood of keys within one window cost none. The caller holds
-// sh.mu.
+// lastUsed returns an instant that grows with e's activity. The caller
+// holds e's lock.
+func lastUsed(e *entry, st states) int64 {
+	t := int64(-1 << 63)
+	for i, a := range e.set.algos {
+		t = max(t, a.last(st.at(i)))
+	}
+	return t
+}
+
+// sweep drops the idle entries of sh and notes when the next sweep is due:
+// once the shard has doubled, and not before one of its entries can have
+// gone idle. Sweeping a whole shard when it doubles costs a new entry at
+// most two entry visits, amortized, and skipping sweeps that cannot find
+// anything makes a flood of keys within one window cost none. The caller
+// holds sh.mu.
 func (s *MemoryStore) sweep(sh *shard, now int64) {
-	maxWindow := s.maxWindow.Load()
 	next := int64(1<<63 - 1)
 	visit := func(h uint64, e *entry) {
-		// Waiting here is safe: no goroutine holds a key's lock while it
-		// asks for a shard's.
+		// Waiting here is safe: no goroutine holds an entry's lock while
+		// it asks for a shard's.
 		e.mu.Lock()
-		if at := s.idleAt(sh.states(e), maxWindow); at <= now {
+		if at := idleAt(e, sh.states(e)); at <= now {
 			s.drop(sh, h, e)
 		} else {
 			next = min(next, at)
@@ -460,60 +434,52 @@ func (s *MemoryStore) sweep(sh *shard, now int64) {
 		visit(h, e)
 	}
 	for _, e := range sh.other {
-		visit(maphash.String(s.seed, e.key), e)
+		visit(s.hash(e), e)
 	}
 	sh.sweepLen = int32(max(2*sh.len(), minSweepLen))
 	sh.sweepAt = next
 }
 
-// idleAt returns the instant from which every state of a key is idle.
-// The caller holds the key's lock.
-func (s *MemoryStore) idleAt(st states, maxWindow int64) int64 {
-	at := s.algo.idleAt(st.first, maxWindow)
-	for i := range st.rest {
-		at = max(at, s.algo.idleAt(&st.rest[i], maxWindow))
-	}
-	return at
-}
+// hash returns the hash of e's key and set.
+func (s *MemoryStore) hash(e *entry) uint64 { return maphash.String(s.seed, e.key) ^ e.set.hash }
 
-// drop removes e, whose key's hash is h, from sh. The caller holds sh.mu
-// and e.mu.
+// drop removes e, whose hash is h, from sh. The caller holds sh.mu and
+// e.mu.
 func (s *MemoryStore) drop(sh *shard, h uint64, e *entry) {
-	e.first.ring = dropped
+	e.dead = true
 	if sh.m[h] == e {
 		delete(sh.m, h)
 	} else {
-		delete(sh.other, e.key)
+		delete(sh.other, identity{e.key, e.set.id})
 	}
 	delete(sh.rest, e)
 }
 
 // makeRoom frees a place in the full shard sh, reporting whether it could.
-// An idle key goes first; failing that, under EvictLeastRecent, the sampled
-// key whose latest request is oldest.
+// An idle entry goes first; failing that, under EvictLeastRecent, the
+// sampled entry whose latest request is oldest.
 func (s *MemoryStore) makeRoom(sh *shard, now int64) bool {
-	maxWindow := s.maxWindow.Load()
 	var victim *entry
 	var victimHash uint64
 	victimAt := int64(1<<63 - 1)
 	n := evictSample
-	// Keys in sh.other are left out of the sample: there are almost never
-	// any, and a sample need not see every key.
+	// Entries in sh.other are left out of the sample: there are almost
+	// never any, and a sample need not see every entry.
 	for h, e := range sh.m {
 		if n == 0 {
 			break
 		}
 		n--
-		// Waiting here is safe: no goroutine holds a key's lock while it
-		// asks for a shard's.
+		// Waiting here is safe: no goroutine holds an entry's lock while
+		// it asks for a shard's.
 		e.mu.Lock()
 		st := sh.states(e)
-		if s.idleAt(st, maxWindow) <= now {
+		if idleAt(e, st) <= now {
 			s.drop(sh, h, e)
 			e.mu.Unlock()
 			return true
 		}
-		if t := s.last(st); t < victimAt {
+		if t := lastUsed(e, st); t < victimAt {
 			victim, victimHash, victimAt = e, h, t
 		}
 		e.mu.Unlock()
@@ -543,9 +509,9 @@ func (s *MemoryStore) sweepLoop() {
 	}
 }
 
-// sweepAll drops every idle key and gives each shard that has shrunk to a
-// quarter of its peak maps of their present size, since Go maps keep the
-// memory of their peak.
+// sweepAll drops every idle entry and gives each shard that has shrunk to
+// a quarter of its peak maps of their present size, since Go maps keep
+// the memory of their peak.
 func (s *MemoryStore) sweepAll() {
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -599,7 +565,7 @@ func (s *MemoryStore) Close() error {
 
 // Stats are a store's counters, for metrics.
 type Stats struct {
-	Keys     int    // keys tracked now
-	Evicted  uint64 // live keys dropped to make room (EvictLeastRecent)
-	Rejected uint64 // new keys refused because the store was full (RejectNewKeys)
+	Keys     int    // entries tracked now: one per key and policy set
+	Evicted  uint64 // live entries dropped to make room (EvictLeastRecent)
+	Rejected uint64 // new entries refused because the store was full (RejectNewKeys)
 }

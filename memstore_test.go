@@ -4,39 +4,21 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"maps"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 	"unsafe"
+
+	"github.com/slidelog/ratelimit/internal/fakeclock"
 )
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// The memory store's tests of the Store contract are in storetest, run by
+// TestMemoryStoreConformance; these test what only the memory store does.
 
 func newTestStore(t *testing.T, opts ...Option) *MemoryStore {
 	t.Helper()
@@ -48,199 +30,33 @@ func newTestStore(t *testing.T, opts ...Option) *MemoryStore {
 	return s
 }
 
-// step is one request at an offset from the start of a test.
-type step struct {
-	at        time.Duration
-	cost      int
-	allowed   bool
-	remaining int
-	retry     time.Duration
-	reset     time.Duration
-}
-
-func TestSlidingLogEdges(t *testing.T) {
-	const ms = time.Millisecond
-	tests := []struct {
-		name   string
-		limit  int
-		window time.Duration
-		steps  []step
-	}{
-		{"first request ever", 3, time.Minute, []step{
-			{at: 0, allowed: true, remaining: 2, reset: time.Minute},
-		}},
-		{"exactly at the limit", 3, time.Minute, []step{
-			{at: 0, allowed: true, remaining: 2, reset: time.Minute},
-			{at: 10 * time.Second, allowed: true, remaining: 1, reset: 50 * time.Second},
-			{at: 20 * time.Second, allowed: true, remaining: 0, reset: 40 * time.Second},
-			{at: 30 * time.Second, allowed: false, remaining: 0, retry: 30 * time.Second, reset: 30 * time.Second},
-		}},
-		{"an instant exactly one window old no longer counts", 2, time.Minute, []step{
-			{at: 0, allowed: true, remaining: 1, reset: time.Minute},
-			{at: 0, allowed: true, remaining: 0, reset: time.Minute},
-			{at: time.Minute, allowed: true, remaining: 1, reset: time.Minute},
-		}},
-		{"1ms before a slot frees", 1, time.Minute, []step{
-			{at: 0, allowed: true, remaining: 0, reset: time.Minute},
-			{at: time.Minute - ms, allowed: false, remaining: 0, retry: ms, reset: ms},
-			{at: time.Minute, allowed: true, remaining: 0, reset: time.Minute},
-		}},
-		{"rejected requests are not logged, so a hammering client recovers", 2, 10 * time.Second, []step{
-			{at: 0, allowed: true, remaining: 1, reset: 10 * time.Second},
-			{at: 1 * time.Second, allowed: true, remaining: 0, reset: 9 * time.Second},
-			{at: 2 * time.Second, allowed: false, retry: 8 * time.Second, reset: 8 * time.Second},
-			{at: 5 * time.Second, allowed: false, retry: 5 * time.Second, reset: 5 * time.Second},
-			{at: 9 * time.Second, allowed: false, retry: 1 * time.Second, reset: 1 * time.Second},
-			{at: 10 * time.Second, allowed: true, remaining: 0, reset: 1 * time.Second},
-		}},
-		{"retry waits for the oldest logged request, not the window", 3, time.Minute, []step{
-			{at: 0, allowed: true, remaining: 2, reset: time.Minute},
-			{at: 50 * time.Second, allowed: true, remaining: 1, reset: 10 * time.Second},
-			{at: 55 * time.Second, allowed: true, remaining: 0, reset: 5 * time.Second},
-			{at: 56 * time.Second, allowed: false, retry: 4 * time.Second, reset: 4 * time.Second},
-			{at: 61 * time.Second, allowed: true, remaining: 0, reset: 49 * time.Second},
-		}},
-		{"a cost waits for enough instants to leave", 5, time.Minute, []step{
-			{at: 0, cost: 2, allowed: true, remaining: 3, reset: time.Minute},
-			{at: 10 * time.Second, cost: 2, allowed: true, remaining: 1, reset: 50 * time.Second},
-			{at: 20 * time.Second, cost: 4, allowed: false, remaining: 1, retry: 50 * time.Second, reset: 40 * time.Second},
-			{at: 20 * time.Second, cost: 1, allowed: true, remaining: 0, reset: 40 * time.Second},
-		}},
+// take is s.Take, failing t on an error.
+func take(t *testing.T, s Store, key string, set PolicySet) Result {
+	t.Helper()
+	res, err := s.Take(context.Background(), key, set, 1)
+	if err != nil {
+		t.Fatalf("Take(%q): %v", key, err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clk := newFakeClock()
-			start := clk.Now()
-			s := newTestStore(t, WithClock(clk.Now))
-			policies := []Policy{{Name: "p", Limit: tt.limit, Window: tt.window}}
-			for i, st := range tt.steps {
-				clk.Advance(start.Add(st.at).Sub(clk.Now()))
-				cost := max(st.cost, 1)
-				got, err := s.Take(context.Background(), "k", policies, cost)
-				if err != nil {
-					t.Fatalf("request %d: %v", i, err)
-				}
-				want := Result{Allowed: st.allowed, Limit: tt.limit, Remaining: st.remaining, RetryAfter: st.retry, Reset: st.reset, Policy: "p"}
-				if got != want {
-					t.Errorf("request %d at %v: got %+v, want %+v", i, st.at, got, want)
-				}
-			}
-		})
-	}
+	return res
 }
 
 func TestSlidingLogGrowsAndShrinks(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	s := newTestStore(t, WithClock(clk.Now))
-	huge := []Policy{{Name: "huge", Limit: 1_000_000_000, Window: time.Hour}}
+	huge := mustSet(t, Policy{Name: "huge", Limit: 1_000_000_000, Window: time.Hour})
 	for range 100 {
-		if res, _ := s.Take(context.Background(), "k", huge, 1); !res.Allowed {
+		if !take(t, s, "k", huge).Allowed {
 			t.Fatal("request refused under a limit of a billion")
 		}
 	}
-	e, _ := findEntry(s, "k")
+	e, _ := findEntry(s, "k", huge)
 	if c := e.first.size(); c > 128 {
 		t.Errorf("100 requests under a limit of a billion: ring capacity %d, want <= 128 (grown on demand)", c)
 	}
 	clk.Advance(time.Hour)
-	if _, err := s.Take(context.Background(), "k", huge, 1); err != nil {
-		t.Fatal(err)
-	}
+	take(t, s, "k", huge)
 	if c := e.first.size(); c > minLogCap {
 		t.Errorf("after the window drained: ring capacity %d, want <= %d", c, minLogCap)
-	}
-}
-
-func TestMemoryStoreKeysAreIndependent(t *testing.T) {
-	clk := newFakeClock()
-	s := newTestStore(t, WithClock(clk.Now))
-	p := []Policy{{Name: "p", Limit: 2, Window: time.Minute}}
-	for _, k := range []string{"a", "a", "b", "a", "b", "b", "c"} {
-		s.Take(context.Background(), k, p, 1)
-	}
-	for k, want := range map[string]bool{"a": false, "b": false, "c": true} {
-		if res, _ := s.Take(context.Background(), k, p, 1); res.Allowed != want {
-			t.Errorf("key %q: allowed %v, want %v", k, res.Allowed, want)
-		}
-	}
-}
-
-// Exactly limit requests are allowed when many goroutines hit one key at
-// once: evict, check and record are one step.
-func TestMemoryStoreExactUnderConcurrency(t *testing.T) {
-	const limit, goroutines, each = 500, 64, 20
-	s := newTestStore(t)
-	p := []Policy{{Name: "p", Limit: limit, Window: time.Hour}}
-	var allowed atomic.Int64
-	var wg sync.WaitGroup
-	for range goroutines {
-		wg.Go(func() {
-			for range each {
-				res, err := s.Take(context.Background(), "hot", p, 1)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if res.Allowed {
-					allowed.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if got := allowed.Load(); got != limit {
-		t.Errorf("%d goroutines x %d requests: %d allowed, want exactly %d", goroutines, each, got, limit)
-	}
-}
-
-func TestMultiplePoliciesRecordAllOrNone(t *testing.T) {
-	clk := newFakeClock()
-	s := newTestStore(t, WithClock(clk.Now))
-	policies := []Policy{
-		{Name: "burst", Limit: 2, Window: time.Second},
-		{Name: "hourly", Limit: 3, Window: time.Hour},
-	}
-	take := func() Result {
-		t.Helper()
-		res, err := s.Take(context.Background(), "k", policies, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	// Two fit both; the third breaks the burst policy and must not be
-	// logged in the hourly one.
-	for i := range 2 {
-		if res := take(); !res.Allowed {
-			t.Fatalf("request %d refused", i)
-		}
-	}
-	if res := take(); res.Allowed || res.Policy != "burst" || res.RetryAfter != time.Second {
-		t.Fatalf("third request: got %+v, want refused by burst with RetryAfter 1s", res)
-	}
-	clk.Advance(time.Second)
-	res := take()
-	if !res.Allowed || res.Policy != "hourly" || res.Remaining != 0 {
-		t.Fatalf("after the burst window: got %+v, want allowed with hourly at 0 remaining (the refused request was not logged)", res)
-	}
-	clk.Advance(time.Second)
-	res = take()
-	if res.Allowed || res.Policy != "hourly" || res.RetryAfter != time.Hour-2*time.Second {
-		t.Fatalf("fourth request: got %+v, want refused by hourly, retry %v", res, time.Hour-2*time.Second)
-	}
-}
-
-func TestTakeRejectsBadArguments(t *testing.T) {
-	s := newTestStore(t)
-	p := []Policy{{Name: "p", Limit: 2, Window: time.Minute}}
-	if _, err := s.Take(context.Background(), "k", p, 3); err != ErrCostExceedsLimit {
-		t.Errorf("cost 3 over limit 2: err %v, want ErrCostExceedsLimit", err)
-	}
-	if _, err := s.Take(context.Background(), "k", p, 0); err == nil {
-		t.Error("cost 0: no error")
-	}
-	if _, err := s.Take(context.Background(), "k", nil, 1); err == nil {
-		t.Error("no policies: no error")
 	}
 }
 
@@ -254,10 +70,10 @@ func TestIdleKeysAreSweptUnderAFlood(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		p := []Policy{{Name: "p", Limit: 10, Window: time.Second}}
+		p := mustSet(t, Policy{Name: "p", Limit: 10, Window: time.Second})
 		const wave = 50_000
 		for i := range wave {
-			s.Take(context.Background(), fmt.Sprint("flood-", i), p, 1)
+			take(t, s, fmt.Sprint("flood-", i), p)
 		}
 		if got := s.Stats().Keys; got != wave {
 			t.Fatalf("after one wave within a window: %d keys, want %d", got, wave)
@@ -265,7 +81,7 @@ func TestIdleKeysAreSweptUnderAFlood(t *testing.T) {
 		// The first wave is idle now; a second wave sweeps it as it comes.
 		time.Sleep(2 * time.Second)
 		for i := range wave {
-			s.Take(context.Background(), fmt.Sprint("second-", i), p, 1)
+			take(t, s, fmt.Sprint("second-", i), p)
 		}
 		if got := s.Stats().Keys; got > wave+wave/2 {
 			t.Errorf("after a second wave: %d keys, want <= %d (idle keys swept by new ones)", got, wave+wave/2)
@@ -291,33 +107,31 @@ func TestIdleKeysAreSweptUnderAFlood(t *testing.T) {
 // however long the window.
 func TestNewKeysSweepIdleOnes(t *testing.T) {
 	for _, tt := range []struct {
-		algo  Algorithm
 		p     Policy
 		quiet time.Duration
 	}{
-		{SlidingLog, Policy{Name: "p", Limit: 10, Window: time.Second}, time.Second},
-		{SlidingWindowCounter, Policy{Name: "p", Limit: 10, Window: time.Second}, 2 * time.Second},
-		{GCRA, Policy{Name: "p", Limit: 1_000_000, Window: time.Second}, time.Microsecond},
+		{Policy{Name: "p", Limit: 10, Window: time.Second}, time.Second},
+		{Policy{Name: "p", Limit: 10, Window: time.Second, Algorithm: SlidingWindowCounter}, 2 * time.Second},
+		{Policy{Name: "p", Limit: 1_000_000, Window: time.Second, Algorithm: GCRA}, time.Microsecond},
 	} {
-		t.Run(tt.algo.String(), func(t *testing.T) {
-			clk := newFakeClock()
-			s := newTestStore(t, WithClock(clk.Now), WithAlgorithm(tt.algo))
+		t.Run(tt.p.Algorithm.String(), func(t *testing.T) {
+			clk := fakeclock.New()
+			s := newTestStore(t, WithClock(clk.Now))
+			set := mustSet(t, tt.p)
 			const wave = 20_000
-			take := func(prefix string) {
+			fill := func(prefix string) {
 				for i := range wave {
-					if _, err := s.Take(context.Background(), prefix+strconv.Itoa(i), []Policy{tt.p}, 1); err != nil {
-						t.Fatal(err)
-					}
+					take(t, s, prefix+strconv.Itoa(i), set)
 				}
 			}
-			take("first-")
+			fill("first-")
 			clk.Advance(tt.quiet - 1)
-			take("second-")
+			fill("second-")
 			if got := s.Stats().Keys; got != 2*wave {
 				t.Fatalf("a nanosecond before the first wave is idle: %d keys, want %d", got, 2*wave)
 			}
 			clk.Advance(1)
-			take("third-")
+			fill("third-")
 			if got := s.Stats().Keys; got > 2*wave+wave/10 {
 				t.Errorf("after a third wave: %d keys, want <= %d (the first wave swept by new keys)", got, 2*wave+wave/10)
 			}
@@ -325,9 +139,9 @@ func TestNewKeysSweepIdleOnes(t *testing.T) {
 			// the keys it adds then set when the shards are next worth
 			// sweeping.
 			clk.Advance(tt.quiet)
-			take("fourth-")
+			fill("fourth-")
 			clk.Advance(tt.quiet)
-			take("fifth-")
+			fill("fifth-")
 			if got := s.Stats().Keys; got > wave+wave/10 {
 				t.Errorf("after a fifth wave: %d keys, want <= %d (the fourth wave swept by new keys)", got, wave+wave/10)
 			}
@@ -335,11 +149,98 @@ func TestNewKeysSweepIdleOnes(t *testing.T) {
 	}
 }
 
+// A key goes idle by its own set's windows, not by the longest window any
+// set of the store has: a daily plan beside a per-second default does not
+// keep a flood of per-second keys for a day, nor lock new clients out of
+// a store bounded by WithMaxKeys.
+func TestKeysGoIdleByTheirOwnWindows(t *testing.T) {
+	plans := WithPlans(func(r *http.Request, key string) string { return r.Header.Get("X-Plan") },
+		map[string][]Policy{"daily": {{Name: "daily", Limit: 1000, Window: 24 * time.Hour}}})
+	get := func(l *Limiter, client, plan string) int {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = client + ":1"
+		r.Header.Set("X-Plan", plan)
+		w := httptest.NewRecorder()
+		l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, r)
+		return w.Code
+	}
+	t.Run("bounded", func(t *testing.T) {
+		clk := fakeclock.New()
+		l, err := New(10, time.Second, KeyByIP(), plans, WithMaxKeys(256, RejectNewKeys), WithClock(clk.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if code := get(l, "10.0.0.1", "daily"); code != http.StatusOK {
+			t.Fatalf("the daily client: %d, want 200", code)
+		}
+		for i := range 1000 {
+			get(l, fmt.Sprintf("10.1.%d.%d", i/256, i%256), "")
+		}
+		clk.Advance(10 * time.Second)
+		refused := 0
+		for i := range 100 {
+			if code := get(l, fmt.Sprintf("10.2.0.%d", i), ""); code != http.StatusOK {
+				refused++
+			}
+		}
+		if refused != 0 {
+			t.Errorf("10s after a flood of 1s-window keys: %d of 100 new clients refused, want 0 (the flood is idle)", refused)
+		}
+	})
+	t.Run("unbounded", func(t *testing.T) {
+		clk := fakeclock.New()
+		l, err := New(10, time.Second, KeyByIP(), plans, WithClock(clk.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		get(l, "10.0.0.1", "daily")
+		for i := range 1000 {
+			get(l, fmt.Sprintf("10.1.%d.%d", i/256, i%256), "")
+		}
+		clk.Advance(2 * time.Second)
+		l.store.(*MemoryStore).sweepAll()
+		if got := l.Stats().Keys; got != 1 {
+			t.Errorf("2s after a flood of 1s-window keys: %d keys kept, want 1 (the daily client's)", got)
+		}
+		if code := get(l, "10.0.0.1", "daily"); code != http.StatusOK {
+			t.Errorf("the daily client after the sweep: %d, want 200", code)
+		}
+	})
+}
+
+// Sets of different windows first used at once never make the store
+// forget a count early: what a key's state may be dropped by comes from
+// its own set, fixed when the set is made, so there is nothing to race on.
+func TestFirstUsesOfWindowsAtOnce(t *testing.T) {
+	long := mustSet(t, Policy{Name: "p", Limit: 1, Window: time.Hour})
+	shorts := make([]PolicySet, 8)
+	for i := range shorts {
+		shorts[i] = mustSet(t, Policy{Name: "p", Limit: 1, Window: time.Duration(i+1) * time.Millisecond})
+	}
+	for round := range 200 {
+		clk := fakeclock.New()
+		s := newTestStore(t, WithClock(clk.Now))
+		var wg sync.WaitGroup
+		wg.Go(func() { take(t, s, "long", long) })
+		for i := range shorts {
+			wg.Go(func() { take(t, s, "short", shorts[i]) })
+		}
+		wg.Wait()
+		clk.Advance(time.Second)
+		s.sweepAll()
+		if take(t, s, "long", long).Allowed {
+			t.Fatalf("round %d: the hour-long count was forgotten after a second", round)
+		}
+	}
+}
+
 func TestMaxKeys(t *testing.T) {
-	p := []Policy{{Name: "p", Limit: 5, Window: time.Minute}}
+	p := mustSet(t, Policy{Name: "p", Limit: 5, Window: time.Minute})
 	t.Run("reject new keys", func(t *testing.T) {
 		s := newTestStore(t, WithMaxKeys(64, RejectNewKeys))
-		s.Take(context.Background(), "legit", p, 1)
+		take(t, s, "legit", p)
 		refused := 0
 		for i := range 1000 {
 			if _, err := s.Take(context.Background(), fmt.Sprint("k", i), p, 1); err == ErrStoreFull {
@@ -353,23 +254,40 @@ func TestMaxKeys(t *testing.T) {
 		if refused == 0 || uint64(refused) != st.Rejected {
 			t.Errorf("%d refused, Stats.Rejected %d: want equal and > 0", refused, st.Rejected)
 		}
-		res, err := s.Take(context.Background(), "legit", p, 1)
-		if err != nil || res.Remaining != 3 {
-			t.Errorf("legit key after the flood: %+v, %v; want its count kept (remaining 3)", res, err)
+		if res := take(t, s, "legit", p); res.Remaining != 3 {
+			t.Errorf("legit key after the flood: %+v; want its count kept (remaining 3)", res)
 		}
 	})
 	t.Run("evict least recent", func(t *testing.T) {
 		s := newTestStore(t, WithMaxKeys(64, EvictLeastRecent))
 		for i := range 1000 {
-			if _, err := s.Take(context.Background(), fmt.Sprint("k", i), p, 1); err != nil {
-				t.Fatalf("key %d: %v", i, err)
-			}
+			take(t, s, fmt.Sprint("k", i), p)
 		}
-		st := s.Stats()
-		if st.Keys > 64 || st.Evicted == 0 {
+		if st := s.Stats(); st.Keys > 64 || st.Evicted == 0 {
 			t.Errorf("stats %+v: want <= 64 keys and evictions", st)
 		}
 	})
+	// Small bounds make a store of one shard, bounded exactly; they once
+	// panicked with a negative shift.
+	for n := 1; n <= 17; n++ {
+		t.Run(fmt.Sprint("bound ", n), func(t *testing.T) {
+			l, err := New(5, time.Minute, KeyByIP(), WithMaxKeys(n, RejectNewKeys))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			s := newTestStore(t, WithMaxKeys(n, RejectNewKeys))
+			full := 0
+			for i := range 2 * n {
+				if _, err := s.Take(context.Background(), fmt.Sprint("k", i), p, 1); err == ErrStoreFull {
+					full++
+				}
+			}
+			if got := s.Stats().Keys; got > n || full != 2*n-got {
+				t.Errorf("%d keys tracked and %d refused of %d, want at most %d tracked and the rest refused", got, full, 2*n, n)
+			}
+		})
+	}
 }
 
 func TestCloseStopsTheSweepAndIsIdempotent(t *testing.T) {
@@ -391,19 +309,18 @@ func TestCloseStopsTheSweepAndIsIdempotent(t *testing.T) {
 // An injected clock that steps back is held at its latest reading, so no
 // window is measured backwards and logs stay in order.
 func TestInjectedClockNeverStepsBack(t *testing.T) {
-	clk := newFakeClock()
+	clk := fakeclock.New()
 	s := newTestStore(t, WithClock(clk.Now))
-	p := []Policy{{Name: "p", Limit: 2, Window: time.Minute}}
-	s.Take(context.Background(), "k", p, 1)
+	p := mustSet(t, Policy{Name: "p", Limit: 2, Window: time.Minute})
+	take(t, s, "k", p)
 	clk.Advance(30 * time.Second)
-	s.Take(context.Background(), "k", p, 1)
+	take(t, s, "k", p)
 	clk.Advance(-20 * time.Second) // back to 10s: read as 30s
-	res, _ := s.Take(context.Background(), "k", p, 1)
-	if res.Allowed || res.RetryAfter != 30*time.Second {
+	if res := take(t, s, "k", p); res.Allowed || res.RetryAfter != 30*time.Second {
 		t.Errorf("after the clock stepped back: got %+v, want refused with RetryAfter 30s (measured from 30s)", res)
 	}
 	clk.Advance(50 * time.Second) // 60s
-	if res, _ := s.Take(context.Background(), "k", p, 1); !res.Allowed || res.Reset != 30*time.Second {
+	if res := take(t, s, "k", p); !res.Allowed || res.Reset != 30*time.Second {
 		t.Errorf("at 60s: got %+v, want allowed with Reset 30s (the instant at 30s is oldest)", res)
 	}
 }
@@ -412,148 +329,75 @@ func TestInjectedClockNeverStepsBack(t *testing.T) {
 // that it does not pin the larger one.
 func TestStoreKeepsNoLargerString(t *testing.T) {
 	big := strings.Repeat("k", 1<<16)
-	cut := KeyFunc(func(r *http.Request) (string, error) {
-		return big[:10+len(r.Header.Get("X-Api-Key"))], nil
-	})
-	l, err := New(10, time.Minute, cut)
-	if err != nil {
-		t.Fatal(err)
+	s := newTestStore(t)
+	p := mustSet(t, Policy{Name: "p", Limit: 2, Window: time.Minute})
+	take(t, s, big[:10], p)
+	e, _ := findEntry(s, big[:10], p)
+	if e == nil {
+		t.Fatal("the key is not in the store")
 	}
-	defer l.Close()
-	r := httptest.NewRequest("GET", "/", nil)
-	r.Header.Set("X-Api-Key", "abc")
-	l.Handler(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), r)
-	found := 0
-	for i := range l.store.(*MemoryStore).shards {
-		for _, e := range l.store.(*MemoryStore).shards[i].m {
-			k := e.key
-			found++
-			if p := uintptr(unsafe.Pointer(unsafe.StringData(k))); p >= uintptr(unsafe.Pointer(unsafe.StringData(big))) && p < uintptr(unsafe.Pointer(unsafe.StringData(big)))+uintptr(len(big)) {
-				t.Error("the store keeps a slice of the string the key was cut from")
-			}
-		}
+	start := uintptr(unsafe.Pointer(unsafe.StringData(big)))
+	if k := uintptr(unsafe.Pointer(unsafe.StringData(e.key))); k >= start && k < start+uintptr(len(big)) {
+		t.Error("the store keeps a slice of the string the key was cut from")
 	}
-	if found != 1 {
-		t.Fatalf("%d keys in the store, want 1", found)
-	}
-
 }
 
-// A key keeps one state per policy of the Take that made it; a Take with
-// a different number of policies starts the key over, and the states of
-// policies after the first, kept beside the key, go with it, as they do
-// when the key is swept.
-func TestKeyWithOtherPoliciesStartsOver(t *testing.T) {
-	clk := newFakeClock()
+// An entry holds one key under one set: its states, made with it, one per
+// policy of the set, the first inline and the others beside it, gone with
+// it when it is swept.
+func TestEntriesOfSeveralSets(t *testing.T) {
+	clk := fakeclock.New()
 	s := newTestStore(t, WithClock(clk.Now))
-	one := []Policy{{Name: "one", Limit: 1, Window: time.Minute}}
-	two := []Policy{{Name: "a", Limit: 1, Window: time.Minute}, {Name: "b", Limit: 5, Window: time.Hour}}
-	take := func(p []Policy) Result {
-		t.Helper()
-		res, err := s.Take(context.Background(), "k", p, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
+	one := mustSet(t, Policy{Name: "a", Limit: 1, Window: time.Minute})
+	two := mustSet(t, Policy{Name: "a", Limit: 1, Window: time.Minute}, Policy{Name: "b", Limit: 5, Window: time.Hour})
+	for _, ps := range []PolicySet{one, two, one, two} {
+		take(t, s, "k", ps)
 	}
-	rest := func() int {
-		n := 0
-		for i := range s.shards {
-			n += len(s.shards[i].rest)
-		}
-		return n
+	rest := 0
+	for i := range s.shards {
+		rest += len(s.shards[i].rest)
 	}
-	for i, c := range []struct {
-		p       []Policy
-		allowed bool
-		rest    int
-	}{
-		{one, true, 0},
-		{one, false, 0},
-		{two, true, 1}, // started over: policy a is empty
-		{two, false, 1},
-		{one, true, 0}, // started over again; b's state is gone
-		{two, true, 1},
-	} {
-		if res := take(c.p); res.Allowed != c.allowed {
-			t.Fatalf("take %d with %d policies: allowed %v, want %v", i, len(c.p), res.Allowed, c.allowed)
-		}
-		if got := rest(); got != c.rest {
-			t.Fatalf("take %d: %d keys with states beside them, want %d", i, got, c.rest)
-		}
+	if keys := s.Stats().Keys; keys != 2 || rest != 1 {
+		t.Errorf("one key under two sets: %d entries, %d with states beside them; want 2 and 1", keys, rest)
 	}
 	clk.Advance(time.Hour)
 	s.sweepAll()
-	if got, keys := rest(), s.Stats().Keys; got != 0 || keys != 0 {
-		t.Errorf("after the sweep: %d keys, %d with states beside them, want 0 and 0", keys, got)
+	rest = 0
+	for i := range s.shards {
+		rest += len(s.shards[i].rest)
 	}
-	if size := unsafe.Sizeof(entry{}); size != 48 {
-		t.Errorf("an entry is %d bytes, want 48 (a size class of its own)", size)
+	if keys := s.Stats().Keys; keys != 0 || rest != 0 {
+		t.Errorf("after the sweep: %d entries, %d with states beside them; want 0 and 0", keys, rest)
+	}
+	if size := unsafe.Sizeof(entry{}); size != 64 {
+		t.Errorf("an entry is %d bytes, want 64 (a size class of its own)", size)
 	}
 	if size := unsafe.Sizeof(shard{}); size != 64 {
 		t.Errorf("a shard is %d bytes, want 64 (a cache line)", size)
 	}
 }
 
-// Keys whose callers disagree on their policies, taken from many
-// goroutines at once, stay consistent: every Take answers, and under
-// -race no state is touched without its key's lock.
-func TestKeysChangingPoliciesUnderConcurrency(t *testing.T) {
-	s := newTestStore(t)
-	sets := [][]Policy{
-		{{Name: "a", Limit: 1000, Window: time.Hour}},
-		{{Name: "a", Limit: 1000, Window: time.Hour}, {Name: "b", Limit: 1000, Window: time.Minute}},
-		{{Name: "a", Limit: 1000, Window: time.Hour}, {Name: "b", Limit: 1000, Window: time.Minute}, {Name: "c", Limit: 1000, Window: time.Second}},
-	}
-	var wg sync.WaitGroup
-	for g := range 12 {
-		wg.Go(func() {
-			for i := range 500 {
-				p := sets[(g+i)%len(sets)]
-				res, err := s.Take(context.Background(), "k"+strconv.Itoa(i%4), p, 1)
-				if err != nil || !res.Allowed || res.Limit != 1000 {
-					t.Errorf("take: %+v, %v; want allowed under a limit of 1000", res, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for i := range s.shards {
-		sh := &s.shards[i]
-		for e := range sh.rest {
-			if !slices.Contains(slices.Collect(maps.Values(sh.m)), e) {
-				t.Errorf("shard %d keeps states beside an entry it no longer holds", i)
-			}
-		}
-	}
-}
-
-// A key whose hash another key already holds in its shard's map is kept
-// beside it and counted exactly, on its own, until both are swept. Real
-// collisions of the seeded 64-bit hash are out of reach, so the test
+// An entry whose hash another entry already holds in its shard's map is
+// kept beside it and counted exactly, on its own, until both are swept.
+// Real collisions of the seeded 64-bit hash are out of reach, so the test
 // plants an impostor under the hash of "k".
-func TestKeysSharingAHash(t *testing.T) {
-	clk := newFakeClock()
+func TestEntriesSharingAHash(t *testing.T) {
+	clk := fakeclock.New()
 	s := newTestStore(t, WithClock(clk.Now))
-	h := maphash.String(s.seed, "k")
+	p := mustSet(t, Policy{Name: "p", Limit: 3, Window: time.Minute})
+	h := maphash.String(s.seed, "k") ^ p.p.hash
 	sh := &s.shards[h&s.shardMask]
-	impostor := &entry{key: "impostor"}
+	impostor := &entry{key: "impostor", set: p.p}
 	sh.add(h, impostor)
 
-	p := []Policy{{Name: "p", Limit: 3, Window: time.Minute}}
 	for i := range 5 {
-		res, err := s.Take(context.Background(), "k", p, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := i < 3; res.Allowed != want {
-			t.Fatalf("take %d: allowed %v, want %v", i, res.Allowed, want)
+		if res := take(t, s, "k", p); res.Allowed != (i < 3) {
+			t.Fatalf("take %d: allowed %v, want %v", i, res.Allowed, i < 3)
 		}
 	}
-	e, _ := findEntry(s, "k")
-	if e == nil || e == impostor || sh.m[h] != impostor || sh.other["k"] != e {
-		t.Fatal(`"k" is not kept beside the key that holds its hash`)
+	e, _ := findEntry(s, "k", p)
+	if e == nil || e == impostor || sh.m[h] != impostor || sh.other[identity{"k", p.ID()}] != e {
+		t.Fatal(`"k" is not kept beside the entry that holds its hash`)
 	}
 	if n := impostor.first.n; n != 0 {
 		t.Errorf("the impostor logged %d requests of another key", n)
@@ -562,11 +406,10 @@ func TestKeysSharingAHash(t *testing.T) {
 		t.Errorf("Stats: %d keys, want 2", got)
 	}
 
-	// Dropping the key in the map leaves the one beside it findable, and
-	// a key added then takes the free place in the map.
+	// Dropping the entry in the map leaves the one beside it findable.
 	s.drop(sh, h, impostor)
-	if got, _ := findEntry(s, "k"); got != e {
-		t.Fatal(`"k" lost once the key holding its hash was dropped`)
+	if got, _ := findEntry(s, "k", p); got != e {
+		t.Fatal(`"k" lost once the entry holding its hash was dropped`)
 	}
 	clk.Advance(time.Minute)
 	s.sweepAll()

@@ -97,7 +97,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 			return Decision{Outcome: Reject, Err: err}
 		}
 	}
-	res, err := l.store.Take(r.Context(), key, p.policies, cost)
+	res, err := l.store.Take(r.Context(), key, p.set, cost)
 	if err != nil {
 		l.reportError(r, err)
 		if l.failOpen {

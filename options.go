@@ -1,9 +1,7 @@
 package ratelimit
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -24,6 +22,7 @@ type config struct {
 	mem          memoryConfig
 	memSet       bool
 	store        Store
+	algorithm    Algorithm
 	policies     []Policy
 	plans        map[string][]Policy
 	choose       func(r *http.Request, key string) string
@@ -44,7 +43,6 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		mem:      memoryConfig{algorithm: SlidingLog},
 		headers:  HeadersBoth,
 		resetFmt: ResetSeconds,
 		denied:   defaultDenied,
@@ -68,63 +66,66 @@ func limiterOption(name string, f func(*config)) Option {
 // plan is a validated set of policies and what never changes in their
 // headers, computed once.
 type plan struct {
-	policies []Policy
+	set      PolicySet
 	prefix   string   // namespaces this plan's keys in the store
 	policyHV string   // RateLimit-Policy value
-	limitHV  []string // X-RateLimit-Limit value, per policy
+	limitHV  []string // X-RateLimit-Limit value, per policy of set
 }
 
 func newPlan(name string, policies []Policy) (*plan, error) {
-	var errs []error
-	if len(policies) == 0 {
-		errs = append(errs, fmt.Errorf("ratelimit: plan %q has no policies", name))
+	set, err := NewPolicySet(policies...)
+	if err != nil {
+		if name != "" {
+			err = fmt.Errorf("ratelimit: plan %q: %w", name, err)
+		}
+		return nil, err
 	}
-	p := &plan{policies: policies}
+	p := &plan{set: set}
 	if name != "" {
 		p.prefix = "plan:" + name + "|"
 	}
-	seen := make(map[string]bool)
-	var hv []string
-	for _, pol := range policies {
-		errs = append(errs, pol.validate())
-		if pol.Limit > math.MaxInt32 {
-			errs = append(errs, fmt.Errorf("ratelimit: policy %q: limit %d, want <= %d", pol.Name, pol.Limit, math.MaxInt32))
-		}
-		if seen[pol.Name] {
-			errs = append(errs, fmt.Errorf("ratelimit: policy name %q used twice in one plan", pol.Name))
-		}
-		seen[pol.Name] = true
-		hv = append(hv, fmt.Sprintf("%q;q=%d;w=%d", pol.Name, pol.Limit, ceilSeconds(pol.Window)))
-		p.limitHV = append(p.limitHV, strconv.Itoa(pol.Limit))
+	// The header lists the policies in the order they were given.
+	hv := make([]string, len(policies))
+	for i, pol := range policies {
+		hv[i] = fmt.Sprintf("%q;q=%d;w=%d", pol.Name, pol.Limit, ceilSeconds(pol.Window))
 	}
 	p.policyHV = strings.Join(hv, ", ")
-	return p, errors.Join(errs...)
+	for i := range set.Len() {
+		p.limitHV = append(p.limitHV, strconv.Itoa(set.At(i).Limit))
+	}
+	return p, nil
 }
 
-// index returns the index of the policy named name.
+// index returns the index in p.set of the policy named name.
 func (p *plan) index(name string) int {
-	for i := range p.policies {
-		if p.policies[i].Name == name {
+	for i := range p.set.Len() {
+		if p.set.At(i).Name == name {
 			return i
 		}
 	}
 	return 0
 }
 
+// Answers to a cost no Take can count, which the middleware gives through
+// the key error handler.
+var (
+	errCostInvalid = withCause(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: invalid request cost"}, ErrInvalidCost)
+	errCostTooHigh = withCause(&KeyError{Status: http.StatusRequestEntityTooLarge, Message: "413 Content Too Large: the request costs more than the rate limit allows in a window"}, ErrCostExceedsLimit)
+)
+
 // checkCost reports a cost no Take of p's policies can count: below 1, or
 // above a policy's limit. The error is a *KeyError whose status the
 // middleware answers with (400 or 413), matching ErrInvalidCost or
 // ErrCostExceedsLimit.
 func (p *plan) checkCost(cost int) error {
-	if cost < 1 {
-		return withCause(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: invalid request cost"}, ErrInvalidCost)
+	switch err := p.set.CheckCost(cost); err {
+	case nil:
+		return nil
+	case ErrInvalidCost:
+		return errCostInvalid
+	default:
+		return errCostTooHigh
 	}
-	for i := range p.policies {
-		if cost > p.policies[i].Limit {
-			return withCause(&KeyError{Status: http.StatusRequestEntityTooLarge, Message: "413 Content Too Large: the request costs more than the rate limit allows in a window"}, ErrCostExceedsLimit)
-		}
-	}
-	return nil
 }
 
 // WithStore makes the limiter keep its state in s instead of a memory store
@@ -139,13 +140,16 @@ func WithStore(s Store) Option {
 	})
 }
 
-// WithAlgorithm selects the memory store's algorithm (default SlidingLog).
+// WithAlgorithm selects the algorithm of the policy New's limit and window
+// make (default SlidingLog). Policies given with WithPolicies and WithPlans
+// name their own in Policy.Algorithm.
 func WithAlgorithm(a Algorithm) Option {
-	return memOption("WithAlgorithm", func(c *config) { c.mem.algorithm = a })
+	return limiterOption("WithAlgorithm", func(c *config) { c.algorithm = a })
 }
 
 // WithMaxKeys bounds how many keys the memory store tracks (default: no
-// bound beyond idle keys being swept). When a new key arrives at a full
+// bound beyond idle keys being swept), a key counting once per policy set
+// it is limited under (per plan, say). When a new key arrives at a full
 // store an idle key is dropped if there is one; otherwise whenFull decides.
 // The bound is kept per shard, so the store may refuse or evict a little
 // before n keys in all, never after.

@@ -59,14 +59,15 @@ func (slidingLog) last(s *state) int64 {
 	return s.at(int64(s.n) - 1)
 }
 
-func (l slidingLog) idleAt(s *state, maxWindow int64) int64 {
+// idleAt: once the newest instant has left the window, the log is empty.
+func (l slidingLog) idleAt(s *state, _, window int64) int64 {
 	if s.n == 0 {
 		return -1 << 63
 	}
-	return l.last(s) + maxWindow
+	return l.last(s) + window
 }
 
-func (slidingLog) minIdle(_, _, maxWindow int64) int64 { return maxWindow }
+func (slidingLog) minIdle(_, window int64) int64 { return window }
 
 // The ring is one allocation: its capacity in instants as a 4-byte
 // header (kept there rather than in the state, so that a state fits 24

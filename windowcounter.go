@@ -3,9 +3,9 @@ package ratelimit
 import "math/bits"
 
 // windowCounter is the sliding window counter: counts for the current and
-// the previous fixed window (aligned to multiples of the window on the
-// store's clock), the previous one weighted by the share of it the rolling
-// window still covers. The weighted count is rounded up, so the estimate
+// the previous fixed window (aligned to multiples of the window since the
+// Unix epoch, as in every store, so that stores agree), the previous one
+// weighted by the share of it the rolling window still covers. The weighted count is rounded up, so the estimate
 // errs toward refusing.
 type windowCounter struct{}
 
@@ -74,16 +74,17 @@ func (windowCounter) reset(s *state, window, now int64) int64 {
 	return window - elapsed + max(1, window-mulDivFloor(cur-1, window, cur))
 }
 
-func (windowCounter) idleAt(s *state, maxWindow int64) int64 {
+// idleAt: two windows after the current one started, both counts have
+// rolled out.
+func (windowCounter) idleAt(s *state, _, window int64) int64 {
 	if s.n == 0 && s.head == 0 {
 		return -1 << 63
 	}
-	return s.t + 2*maxWindow
+	return s.t + 2*window
 }
 
-// minIdle: the window's start is at most one window back, and windows are
-// at most maxWindow.
-func (windowCounter) minIdle(_, _, maxWindow int64) int64 { return maxWindow }
+// minIdle: the current window started at most one window back.
+func (windowCounter) minIdle(_, window int64) int64 { return window }
 
 func (windowCounter) last(s *state) int64 { return s.t }
 
