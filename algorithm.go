@@ -74,6 +74,13 @@ type algorithm interface {
 	// last returns an instant that grows with the key's activity, to find
 	// the least recently active key.
 	last(s *state) int64
+	// peek reports, without changing s, whether one more request fits at
+	// now (ok), how many do (remaining), how long until one does (retry,
+	// when none does) and reset.
+	peek(s *state, limit, window, now int64) verdict
+	// refund takes back cost requests recorded at the instant at, which is
+	// within the window of now.
+	refund(s *state, limit, window, now, at, cost int64)
 }
 
 // verdict is one policy's answer; durations are nanoseconds.

@@ -147,3 +147,79 @@ func ExampleWithPlans() {
 	// plan "pro": 200 "pro";q=1000;w=60
 	// plan "gold": 429 "default";q=1;w=60
 }
+
+// An admin endpoint shows a customer's standing and resets it, naming the
+// customer by their API key: the request it builds carries the key as the
+// customer's own requests do, so the limiter's KeyFunc spells the store's
+// key (here a digest) the same way.
+func ExampleLimiter_Peek() {
+	l, err := ratelimit.New(300, time.Minute, ratelimit.KeyHashed(ratelimit.KeyByHeader("X-API-Key")))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+
+	customer := func(apiKey string) *http.Request {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", apiKey)
+		return r
+	}
+	api := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range 37 {
+		api.ServeHTTP(httptest.NewRecorder(), customer("key-of-acme"))
+	}
+
+	res, err := l.Peek(customer("key-of-acme"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%d of %d left\n", res.Remaining, res.Limit)
+
+	if err := l.Reset(customer("key-of-acme")); err != nil {
+		panic(err)
+	}
+	res, _ = l.Peek(customer("key-of-acme"))
+	fmt.Printf("after Reset: %d of %d left\n", res.Remaining, res.Limit)
+	// Output:
+	// 263 of 300 left
+	// after Reset: 300 of 300 left
+}
+
+// On a login endpoint, only failed attempts count: a user who logs in is
+// never locked out, and a password guesser is after five tries a minute.
+func ExampleWithCountIf() {
+	l, err := ratelimit.New(5, time.Minute, ratelimit.KeyByHeader("X-User"),
+		ratelimit.WithCountIf(func(_ *http.Request, status int) bool {
+			return status == http.StatusUnauthorized
+		}))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+
+	login := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Password") != "s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	try := func(user, password string) int {
+		r := httptest.NewRequest("POST", "/login", nil)
+		r.Header.Set("X-User", user)
+		r.Header.Set("X-Password", password)
+		w := httptest.NewRecorder()
+		login.ServeHTTP(w, r)
+		return w.Code
+	}
+	var alice, mallory []int
+	for _, password := range []string{"1234", "letmein", "qwerty", "hunter2", "s3cret", "s3cret"} {
+		alice = append(alice, try("alice", password))
+	}
+	for range 7 {
+		mallory = append(mallory, try("mallory", "guess"))
+	}
+	fmt.Println("alice:  ", alice)
+	fmt.Println("mallory:", mallory)
+	// Output:
+	// alice:   [401 401 401 401 200 200]
+	// mallory: [401 401 401 401 401 429 429]
+}

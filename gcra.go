@@ -44,6 +44,24 @@ func gcraReset(tat, now, depth, t int64) int64 {
 	return tat - depth + (r+1)*t - now
 }
 
+func (gcra) peek(s *state, limit, window, now int64) verdict {
+	t := interval(limit, window)
+	depth := limit * t
+	tat := max(s.t, now)
+	v := verdict{remaining: (now + depth - tat) / t, reset: gcraReset(tat, now, depth, t)}
+	if next := tat + t; next-depth > now {
+		v.retry = next - depth - now
+	} else {
+		v.ok = true
+	}
+	return v
+}
+
+// refund gives back the share of the bucket cost requests took.
+func (gcra) refund(s *state, limit, window, _, _, cost int64) {
+	s.t -= cost * interval(limit, window)
+}
+
 // idleAt: once tat is past, the bucket is full, as for a new key.
 func (gcra) idleAt(s *state, _, _ int64) int64 { return s.t }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"time"
 )
 
@@ -23,12 +25,13 @@ type Limiter struct {
 
 // Result is one decision.
 type Result struct {
-	// Allowed reports whether the request fits and was counted.
+	// Allowed reports whether the request fits and was counted (for
+	// Peek, whether one more request would fit now).
 	Allowed bool
 	// Limit is the quota of the policy reported: requests per window.
 	Limit int
 	// Remaining is how many more requests the window admits after this
-	// one.
+	// one (for Peek, how many it admits now).
 	Remaining int
 	// RetryAfter is 0 when allowed; otherwise how long until the request
 	// would fit: oldest + window - now, exact (the headers round it up).
@@ -39,6 +42,10 @@ type Result struct {
 	// Policy names the policy reported: on a rejection the violated one
 	// with the longest wait, otherwise the one with the fewest remaining.
 	Policy string
+	// At is the store's reading of its clock for the decision: the
+	// instant an allowed request was counted at, which a Refunder takes
+	// to take it back.
+	At time.Time
 }
 
 // DefaultPolicyName names the policy made from New's limit and window.
@@ -92,6 +99,9 @@ func New(limit int, window time.Duration, key KeyFunc, opts ...Option) (*Limiter
 		ms := newMemoryStore(c.mem)
 		l.store, l.owned = ms, ms
 	}
+	if _, ok := l.store.(Refunder); c.countIf != nil && !ok {
+		return nil, unsupported("WithCountIf", l.store, "Refunder")
+	}
 	return l, nil
 }
 
@@ -117,6 +127,57 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // policy's limit can never fit and returns ErrCostExceedsLimit.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
 	return l.store.Take(ctx, key, l.def.set, n)
+}
+
+// Peek reports the standing of the client r comes from, under the plan l
+// would choose for r, without counting anything: Allowed says whether one
+// more request would fit now, Remaining how many would, RetryAfter how
+// long until one would if none does. r describes the client to l's
+// KeyFunc and plan choice as a request of theirs would: a handler passes
+// its own request ("37 of 300 left"); an operator who knows a client's
+// credential builds one carrying it (its API-key header, its RemoteAddr,
+// its identity in the context), so that kind prefixes, hashing and IPv6
+// grouping are the KeyFunc's business, as they are for its requests. A
+// client l has never counted has its full quota. The store must be a
+// Peeker (the memory store and redisstore are); otherwise the error
+// matches ErrUnsupported.
+func (l *Limiter) Peek(r *http.Request) (Result, error) {
+	key, p, err := l.client(r)
+	if err != nil {
+		return Result{}, err
+	}
+	pk, ok := l.store.(Peeker)
+	if !ok {
+		return Result{}, unsupported("Peek", l.store, "Peeker")
+	}
+	return pk.Peek(r.Context(), key, p.set)
+}
+
+// Reset forgets the counts of the client r comes from (see Peek) under
+// every plan of l, the default policies included: after a support ticket,
+// a successful login, between end-to-end tests. The store must be a
+// Resetter (the memory store and redisstore are); otherwise the error
+// matches ErrUnsupported.
+func (l *Limiter) Reset(r *http.Request) error {
+	key, err := l.key(r)
+	if err != nil {
+		return err
+	}
+	rs, ok := l.store.(Resetter)
+	if !ok {
+		return unsupported("Reset", l.store, "Resetter")
+	}
+	errs := []error{rs.Reset(r.Context(), key, l.def.set)}
+	for _, p := range l.plans {
+		errs = append(errs, rs.Reset(r.Context(), p.prefix+key, p.set))
+	}
+	return errors.Join(errs...)
+}
+
+// unsupported returns the error of a call or option that needs an
+// optional ability the store lacks.
+func unsupported(what string, s Store, iface string) error {
+	return fmt.Errorf("%w: %s needs a store that implements ratelimit.%s; %T does not", ErrUnsupported, what, iface, s)
 }
 
 // Stats reports the counters of the limiter's store, if it keeps any (the

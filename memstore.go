@@ -53,7 +53,12 @@ type MemoryStore struct {
 	closeOnce sync.Once
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store    = (*MemoryStore)(nil)
+	_ Peeker   = (*MemoryStore)(nil)
+	_ Resetter = (*MemoryStore)(nil)
+	_ Refunder = (*MemoryStore)(nil)
+)
 
 // A shard is 64 bytes, so that shards do not share cache lines.
 type shard struct {
@@ -313,6 +318,104 @@ func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 	}
 }
 
+// Peek implements Peeker.
+func (s *MemoryStore) Peek(ctx context.Context, key string, set PolicySet) (Result, error) {
+	if set.p == nil {
+		return Result{}, ErrEmptyPolicySet
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	ps := set.p
+	var rs [4]Result
+	results := rs[:0]
+	for {
+		e, st, _ := s.lookup(key, ps)
+		if e == nil {
+			now := s.now()
+			for i := range ps.policies {
+				p := &ps.policies[i]
+				results = append(results, result(p, verdict{ok: true, remaining: int64(p.Limit)}, now))
+			}
+			return Tightest(results), nil
+		}
+		e.mu.Lock()
+		if e.dead {
+			e.mu.Unlock()
+			continue
+		}
+		now := s.now()
+		for i, a := range ps.algos {
+			p := &ps.policies[i]
+			results = append(results, result(p, a.peek(st.at(i), int64(p.Limit), int64(p.Window), now), now))
+		}
+		e.mu.Unlock()
+		return Tightest(results), nil
+	}
+}
+
+// Reset implements Resetter: it drops the key's entry for set.
+func (s *MemoryStore) Reset(ctx context.Context, key string, set PolicySet) error {
+	if set.p == nil {
+		return ErrEmptyPolicySet
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h := maphash.String(s.seed, key) ^ set.p.hash
+	sh := &s.shards[h&s.shardMask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.find(h, key, set.p); e != nil {
+		e.mu.Lock()
+		s.drop(sh, h, e)
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// Refund implements Refunder.
+func (s *MemoryStore) Refund(ctx context.Context, key string, set PolicySet, cost int, at time.Time) error {
+	if err := set.CheckCost(cost); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ps := set.p
+	e, st, _ := s.lookup(key, ps)
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dead {
+		return nil // dropped: nothing of it is counted any more
+	}
+	now, t := s.now(), at.UnixNano()
+	for i, a := range ps.algos {
+		p := &ps.policies[i]
+		if t > now-int64(p.Window) && t <= now {
+			a.refund(st.at(i), int64(p.Limit), int64(p.Window), now, t, int64(cost))
+		}
+	}
+	return nil
+}
+
+// lookup returns the entry of key and ps, its states and its hash, or a
+// nil entry.
+func (s *MemoryStore) lookup(key string, ps *policySet) (*entry, states, uint64) {
+	h := maphash.String(s.seed, key) ^ ps.hash
+	sh := &s.shards[h&s.shardMask]
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	e := sh.find(h, key, ps)
+	if e == nil {
+		return nil, states{}, h
+	}
+	return e, sh.states(e), h
+}
+
 // decide checks every policy of ps, then records in all of them or none,
 // and reports the policy that binds tightest. The caller holds the
 // entry's lock.
@@ -322,7 +425,7 @@ func decide(ps *policySet, st states, now, cost int64) Result {
 	for i, a := range ps.algos {
 		p := &ps.policies[i]
 		if v := a.decide(st.at(i), int64(p.Limit), int64(p.Window), now, cost); !v.ok {
-			if r := result(p, v); !refused || tighter(&r, &worst) {
+			if r := result(p, v, now); !refused || tighter(&r, &worst) {
 				worst = r
 			}
 			refused = true
@@ -334,15 +437,16 @@ func decide(ps *policySet, st states, now, cost int64) Result {
 	for i, a := range ps.algos {
 		p := &ps.policies[i]
 		v := a.record(st.at(i), int64(p.Limit), int64(p.Window), now, cost)
-		if r := result(p, v); i == 0 || tighter(&r, &worst) {
+		if r := result(p, v, now); i == 0 || tighter(&r, &worst) {
 			worst = r
 		}
 	}
 	return worst
 }
 
-func result(p *Policy, v verdict) Result {
+func result(p *Policy, v verdict, now int64) Result {
 	return Result{
+		At:         time.Unix(0, now),
 		Allowed:    v.ok,
 		Limit:      p.Limit,
 		Remaining:  int(v.remaining),
@@ -568,4 +672,9 @@ type Stats struct {
 	Keys     int    // entries tracked now: one per key and policy set
 	Evicted  uint64 // live entries dropped to make room (EvictLeastRecent)
 	Rejected uint64 // new entries refused because the store was full (RejectNewKeys)
+	// CachedRefusals counts refusals answered from a refusal remembered
+	// until it could change: by the memory store without taking the
+	// key's lock, by redisstore without a round trip to Redis. A flood
+	// from one client over its limit shows here.
+	CachedRefusals uint64
 }

@@ -1,8 +1,11 @@
 package ratelimit
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 )
@@ -55,7 +58,8 @@ type Decision struct {
 	Err error
 
 	plan    *plan
-	key     string // the store's key, for the partition key
+	key     string // the store's key
+	cost    int
 	decided bool
 }
 
@@ -76,16 +80,10 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	if l.skip != nil && l.skip(r) {
 		return Decision{}
 	}
-	key, err := l.key(r)
+	key, p, err := l.client(r)
 	if err != nil {
 		l.reportError(r, err)
 		return Decision{Outcome: Reject, Err: err}
-	}
-	p := l.def
-	if l.choose != nil {
-		if named := l.plans[l.choose(r, key)]; named != nil {
-			p, key = named, named.prefix+key
-		}
 	}
 	cost := 1
 	if l.cost != nil {
@@ -105,7 +103,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 		}
 		return Decision{Outcome: Fail, Err: err}
 	}
-	d := Decision{Result: res, plan: p, key: key, decided: true}
+	d := Decision{Result: res, plan: p, key: key, cost: cost, decided: true}
 	if !res.Allowed {
 		if l.hooks.OnLimit != nil {
 			l.hooks.OnLimit(r, res)
@@ -117,6 +115,21 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 		l.hooks.OnAllow(r, res)
 	}
 	return d
+}
+
+// client returns the store's key for r's client and the plan l chooses
+// for r.
+func (l *Limiter) client(r *http.Request) (string, *plan, error) {
+	key, err := l.key(r)
+	if err != nil {
+		return "", nil, err
+	}
+	if l.choose != nil {
+		if named := l.plans[l.choose(r, key)]; named != nil {
+			return named.prefix + key, named, nil
+		}
+	}
+	return key, l.def, nil
 }
 
 func (l *Limiter) reportError(r *http.Request, err error) {
@@ -140,7 +153,9 @@ func (l *Limiter) reportError(r *http.Request, err error) {
 //   - Fail: with the error handler (503 by default).
 //
 // The ResponseWriter is passed on unwrapped, so http.Flusher,
-// http.Hijacker and http.ResponseController keep working.
+// http.Hijacker and http.ResponseController keep working; under
+// WithCountIf it is wrapped in one that implements Flush, Hijack and
+// Unwrap, so they keep working too.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	if next == nil {
 		panic("ratelimit: Handler: nil handler")
@@ -173,9 +188,65 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 			l.denied(w, r, d.Result)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if l.countIf == nil || !d.Result.Allowed {
+			next.ServeHTTP(w, r)
+			return
+		}
+		cw := &countingWriter{ResponseWriter: w}
+		next.ServeHTTP(cw, r)
+		if !cw.hijacked && !l.countIf(r, cmp.Or(cw.status, http.StatusOK)) {
+			// The client may be gone; the refund is the server's.
+			rf := l.store.(Refunder) // New checked
+			if err := rf.Refund(context.WithoutCancel(r.Context()), d.key, d.plan.set, d.cost, d.Result.At); err != nil {
+				l.reportError(r, err)
+			}
+		}
 	})
 }
+
+// countingWriter notes the status of a response, for WithCountIf. Unwrap
+// lets http.ResponseController reach what it does not itself implement;
+// Flush and Hijack it implements, so that their use is seen.
+type countingWriter struct {
+	http.ResponseWriter
+	status   int // the final status sent, 0 until one is
+	hijacked bool
+}
+
+func (w *countingWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 { // 1xx are not final
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher, sending a 200 if nothing was sent yet.
+func (w *countingWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack implements http.Hijacker. A hijacked request stays counted: what
+// the handler answers on the connection is its own.
+func (w *countingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.hijacked = true
+	}
+	return c, rw, err
+}
+
+// Unwrap returns the ResponseWriter the handler's response goes to.
+func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // SetHeaders writes into h the headers Handler sends for d: the rate-limit
 // headers WithHeaders and WithResetFormat select, when the store decided

@@ -3,10 +3,12 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -652,5 +654,148 @@ func TestDecideAndSetHeadersMatchHandler(t *testing.T) {
 	r.RemoteAddr = "garbage"
 	if d := l.Decide(r); d.Outcome != ratelimit.Reject || d.Decided() {
 		t.Errorf("no key: %v, decided %v; want Reject, undecided", d.Outcome, d.Decided())
+	}
+}
+
+// countFailures keeps a request counted only if it failed to log in.
+func countFailures(_ *http.Request, status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
+// loginHandler answers 200 when X-Password is "right", else 401.
+var loginHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Password") != "right" {
+		http.Error(w, "wrong password", http.StatusUnauthorized)
+		return
+	}
+	w.Write([]byte("welcome"))
+})
+
+// With WithCountIf counting failures only, a user who types the right
+// password is never locked out, and a guesser is after the limit.
+func TestCountIfFailedLogins(t *testing.T) {
+	l := newLimiter(t, 5, time.Minute, ratelimit.KeyByHeader("X-User"), ratelimit.WithCountIf(countFailures))
+	h := l.Handler(loginHandler)
+	login := func(user, password string) int {
+		return get(h, "192.0.2.1:1", "X-User", user, "X-Password", password).Code
+	}
+	for i := range 4 {
+		if code := login("alice", "wrong"); code != http.StatusUnauthorized {
+			t.Fatalf("alice's wrong attempt %d: %d, want 401", i, code)
+		}
+	}
+	for i := range 20 {
+		if code := login("alice", "right"); code != http.StatusOK {
+			t.Fatalf("alice's right attempt %d after 4 wrong ones: %d, want 200 (successes do not count)", i, code)
+		}
+	}
+	var codes []int
+	for range 8 {
+		codes = append(codes, login("mallory", "guess"))
+	}
+	want := []int{401, 401, 401, 401, 401, 429, 429, 429}
+	if !slices.Equal(codes, want) {
+		t.Errorf("the guesser's attempts: %v, want %v", codes, want)
+	}
+	if code := login("alice", "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("alice's fifth wrong attempt: %d, want 401 (one left)", code)
+	}
+	if code := login("alice", "right"); code != http.StatusTooManyRequests {
+		t.Errorf("alice after 5 wrong attempts: %d, want 429", code)
+	}
+}
+
+// A store that cannot take requests back cannot count by outcome: New
+// says so instead of ignoring the option.
+func TestCountIfNeedsARefunder(t *testing.T) {
+	_, err := ratelimit.New(5, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{}), ratelimit.WithCountIf(countFailures))
+	if !errors.Is(err, ratelimit.ErrUnsupported) || !strings.Contains(err.Error(), "Refunder") {
+		t.Errorf("New with WithCountIf and a store without Refund: %v, want ErrUnsupported naming Refunder", err)
+	}
+}
+
+// Counting by outcome stays exact under many goroutines: the requests kept
+// counted never exceed the limit, and reach it.
+func TestCountIfExactUnderConcurrency(t *testing.T) {
+	const limit, goroutines, each = 50, 32, 20
+	l := newLimiter(t, limit, time.Hour, ratelimit.KeyByHeader("X-User"), ratelimit.WithCountIf(countFailures))
+	var kept atomic.Int64
+	var n atomic.Int64
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 0 {
+			kept.Add(1)
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				get(h, "192.0.2.1:1", "X-User", "shared")
+			}
+		})
+	}
+	wg.Wait()
+	// The last request allowed may have been taken back: fill up.
+	for i := 0; get(h, "192.0.2.1:1", "X-User", "shared").Code != http.StatusTooManyRequests; i++ {
+		if i > 2*limit {
+			t.Fatal("never refused")
+		}
+	}
+	if got := kept.Load(); got != limit {
+		t.Errorf("%d requests kept counted when the limit refused the next, want exactly %d", got, limit)
+	}
+}
+
+// The writer WithCountIf wraps keeps Flush, Hijack and ResponseController
+// working, and sees the status they send.
+func TestCountIfWriterKeepsItsAbilities(t *testing.T) {
+	l := newLimiter(t, 2, time.Minute, ratelimit.KeyByIP(), ratelimit.WithCountIf(func(_ *http.Request, status int) bool { return status != http.StatusOK }))
+	var hijacked bool
+	srv := httptest.NewServer(l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/flush":
+			w.(http.Flusher).Flush() // a 200: not counted
+		case "/controller":
+			if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
+				t.Errorf("SetWriteDeadline through the wrapper: %v", err)
+			}
+			w.WriteHeader(http.StatusAccepted) // counted
+		case "/hijack":
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Errorf("Hijack through the wrapper: %v", err)
+				return
+			}
+			hijacked = true
+			c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+			c.Close() // counted: the handler owned the connection
+		}
+	})))
+	defer srv.Close()
+	status := func(path string) int {
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The body ends once the handler has returned, and with it the
+		// middleware's refund: the headers come sooner, from Flush.
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for i := range 5 {
+		if code := status("/flush"); code != http.StatusOK {
+			t.Fatalf("flush %d: %d, want 200 (flushed 200s are not counted)", i, code)
+		}
+	}
+	if code := status("/controller"); code != http.StatusAccepted {
+		t.Fatalf("controller: %d, want 202", code)
+	}
+	if code := status("/hijack"); code != http.StatusOK || !hijacked {
+		t.Fatalf("hijack: %d, hijacked %v; want 200 from the handler", code, hijacked)
+	}
+	if code := status("/flush"); code != http.StatusTooManyRequests {
+		t.Errorf("after a counted 202 and a hijack under a limit of 2: %d, want 429", code)
 	}
 }

@@ -28,6 +28,7 @@ type config struct {
 	choose       func(r *http.Request, key string) string
 	cost         func(r *http.Request) int
 	skip         func(r *http.Request) bool
+	countIf      func(r *http.Request, status int) bool
 	headers      HeaderSet
 	resetFmt     ResetFormat
 	denied       func(w http.ResponseWriter, r *http.Request, res Result)
@@ -227,6 +228,32 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 			c.fail("WithSkip: nil function")
 		}
 		c.skip = skip
+	})
+}
+
+// WithCountIf keeps an allowed request counted only if keep, called with
+// the request and the status its handler answered with once the handler
+// has returned, reports true; otherwise the store takes the request back
+// (a Refunder, which New requires). The decision is still made before the
+// handler runs, so that no more than the limit ever run within a window.
+// For a login endpoint, count only failures:
+//
+//	ratelimit.WithCountIf(func(_ *http.Request, status int) bool {
+//		return status == http.StatusUnauthorized || status == http.StatusForbidden
+//	})
+//
+// and a user who logs in is never locked out by a guesser's attempts nor
+// by their own successes; or keep 5xx answers from counting against the
+// client with status < 500. A response that writes no status is a 200; a
+// hijacked connection stays counted. The rate-limit headers, sent before
+// the handler runs, describe the standing when the decision was made,
+// counting this request. Without the option the middleware adds nothing.
+func WithCountIf(keep func(r *http.Request, status int) bool) Option {
+	return limiterOption("WithCountIf", func(c *config) {
+		if keep == nil {
+			c.fail("WithCountIf: nil function")
+		}
+		c.countIf = keep
 	})
 }
 

@@ -52,6 +52,51 @@ func (slidingLog) record(s *state, limit, window, now, cost int64) verdict {
 	return verdict{ok: true, remaining: limit - int64(s.n), reset: s.at(0) + window - now}
 }
 
+func (l slidingLog) peek(s *state, limit, window, now int64) verdict {
+	// decide on a copy: evicting from the copy moves only its own head
+	// and count, and a ring it shrinks is a new one.
+	c := *s
+	v := l.decide(&c, limit, window, now, 1)
+	if v.ok {
+		v.remaining++
+		if c.n > 0 {
+			v.reset = c.at(0) + window - now
+		}
+	}
+	return v
+}
+
+// refund removes up to cost instants equal to at, the newest first; the
+// instants after them move up one place each.
+func (slidingLog) refund(s *state, _, _, _, at, cost int64) {
+	n := int64(s.n)
+	j := n // one past the last instant equal to at
+	for j > 0 && s.at(j-1) > at {
+		j--
+	}
+	i := j // the first instant equal to at
+	for i > 0 && i > j-cost && s.at(i-1) == at {
+		i--
+	}
+	k := j - i
+	if k == 0 {
+		return
+	}
+	if s.ring == nil { // the one instant held inline
+		s.n = 0
+		return
+	}
+	slots := s.slots()
+	size := int64(len(slots) / slotBytes)
+	for x := i; x+k < n; x++ {
+		putSlot(slots, s.slot(x, size), s.at(x+k)-s.t)
+	}
+	s.n -= int32(k)
+	if s.n == 0 {
+		s.ring, s.head = nil, 0
+	}
+}
+
 func (slidingLog) last(s *state) int64 {
 	if s.n == 0 {
 		return -1 << 63

@@ -200,6 +200,46 @@ type Store interface {
 	Take(ctx context.Context, key string, set PolicySet, cost int) (Result, error)
 }
 
+// The optional abilities of a Store. A Store that has one implements its
+// interface; the Limiter reports one it needs and its store lacks as an
+// error that names the interface (errors.Is ErrUnsupported), never by
+// ignoring the call. Each is atomic per key and set, as Take is.
+type (
+	// A Peeker reports the standing of key under set without counting
+	// anything or changing any state a later decision depends on. The
+	// Result says whether one more request would fit now (Allowed), how
+	// many would (Remaining), how long until one would if none does
+	// (RetryAfter), and Reset, as Take's do. A key the store has never
+	// seen, or has forgotten, has its full quota; that is not an error.
+	Peeker interface {
+		Peek(ctx context.Context, key string, set PolicySet) (Result, error)
+	}
+
+	// A Resetter forgets the counts of key under set, so that its next
+	// request starts a full quota. Resetting a key the store has never
+	// seen is not an error.
+	Resetter interface {
+		Reset(ctx context.Context, key string, set PolicySet) error
+	}
+
+	// A Refunder takes back cost requests that Take allowed for key under
+	// set at the instant at (Result.At): each policy forgets them as if
+	// they had never been counted, as far as its algorithm can tell (the
+	// sliding log exactly: it removes those very instants; GCRA gives
+	// back their share of the bucket; the window counter takes them off
+	// the count of the window they fell in). Refunding requests that have
+	// left the window changes nothing and is not an error; refunding more
+	// than Take counted is the caller's mistake, which the sliding log
+	// ignores and the others cannot see.
+	Refunder interface {
+		Refund(ctx context.Context, key string, set PolicySet, cost int, at time.Time) error
+	}
+)
+
+// ErrUnsupported is matched (errors.Is) by the error a Limiter returns
+// when its store lacks an optional ability a call or option needs.
+var ErrUnsupported = errors.New("ratelimit: the store does not support this")
+
 // Tightest returns, of one Result per policy of a set (in the set's
 // order), the one a Store reports: if any refuses, the refusing one with
 // the longest RetryAfter; otherwise the one with the fewest Remaining,

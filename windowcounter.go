@@ -59,6 +59,28 @@ func (c windowCounter) record(s *state, limit, window, now, cost int64) verdict 
 	return verdict{ok: true, remaining: max(limit-c.used(s, window, now), 0), reset: c.reset(s, window, now)}
 }
 
+func (c windowCounter) peek(s *state, limit, window, now int64) verdict {
+	// decide on a copy, which it may roll to now's window.
+	cp := *s
+	v := c.decide(&cp, limit, window, now, 1)
+	if v.ok {
+		v.remaining++
+		v.reset = c.reset(&cp, window, now)
+	}
+	return v
+}
+
+// refund takes cost requests off the count of the window at fell in.
+func (c windowCounter) refund(s *state, _, window, now, at, cost int64) {
+	c.roll(s, window, now)
+	switch {
+	case at >= s.t:
+		s.n -= int32(min(cost, int64(s.n)))
+	case at >= s.t-window:
+		s.head -= int32(min(cost, int64(s.head)))
+	}
+}
+
 // reset returns how long until the estimate drops by one request.
 func (windowCounter) reset(s *state, window, now int64) int64 {
 	elapsed := now - s.t

@@ -507,7 +507,11 @@ func (s *suite) windowEdges(t *testing.T) {
 			for i, step := range tt.steps {
 				clk.Set(start.Add(step.at))
 				got := take(t, st, "k", ps, max(step.cost, 1))
-				want := ratelimit.Result{Allowed: step.allowed, Limit: tt.limit, Remaining: step.remaining, RetryAfter: step.retry, Reset: step.reset, Policy: "p"}
+				want := ratelimit.Result{Allowed: step.allowed, Limit: tt.limit, Remaining: step.remaining, RetryAfter: step.retry, Reset: step.reset, Policy: "p", At: clk.Now()}
+				if !got.At.Equal(want.At) {
+					t.Errorf("request %d at %v: At %v, want the clock's reading %v", i, step.at, got.At, want.At)
+				}
+				got.At = want.At
 				if got != want {
 					t.Errorf("request %d at %v: got %+v, want %+v", i, step.at, got, want)
 				}

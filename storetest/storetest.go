@@ -19,9 +19,11 @@
 // isolation between keys, between policy sets and between limiters
 // sharing the store; the policy a Result reports; window edges and
 // RetryAfter, against reference models of the algorithms over random
-// traffic; cost rules and invalid arguments; expiry; and context
-// cancellation. The memory store and package redisstore run it in their
-// own tests.
+// traffic; refusals repeated while a client floods; cost rules and invalid
+// arguments; expiry; context cancellation; and, for a store that has
+// them, the optional abilities ratelimit.Peeker, Resetter and Refunder
+// (the cases of one it lacks are skipped, saying so). The memory store and
+// package redisstore run it in their own tests.
 //
 // Most cases move time. A store that reads its time from the Clock that
 // NewStore is given runs them all; one that can only read a clock of its
@@ -107,6 +109,12 @@ func Run(t *testing.T, newStore NewStore, opts ...Option) {
 		{"WindowEdges", true, s.windowEdges},
 		{"Models", true, s.models},
 		{"Expiry", true, s.expiry},
+		{"RepeatedRefusals", true, s.repeatedRefusals},
+		{"Peek", false, s.peekCase},
+		{"PeekModels", true, s.peekModels},
+		{"Reset", false, s.resetCase},
+		{"Refund", true, s.refundCase},
+		{"RefundUnderConcurrency", false, s.refundUnderConcurrency},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.timed && cfg.realTime {

@@ -53,7 +53,7 @@ func (s *naiveStore) Take(ctx context.Context, key string, set ratelimit.PolicyS
 			}
 		}
 		s.logs[names[i]] = kept
-		r := ratelimit.Result{Allowed: len(kept)+cost <= p.Limit, Limit: p.Limit, Remaining: p.Limit - len(kept), Policy: p.Name}
+		r := ratelimit.Result{Allowed: len(kept)+cost <= p.Limit, Limit: p.Limit, Remaining: p.Limit - len(kept), Policy: p.Name, At: time.Unix(0, now)}
 		if !r.Allowed {
 			r.RetryAfter = time.Duration(kept[len(kept)+cost-p.Limit-1] + int64(p.Window) - now)
 			allowed = false

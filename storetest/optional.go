@@ -1,0 +1,347 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slidelog/ratelimit"
+)
+
+// The cases of the optional abilities of a Store (ratelimit.Peeker,
+// Resetter and Refunder), and of refusals repeated while a client floods.
+
+// peeker returns st's Peeker, or skips t.
+func peeker(t *testing.T, st ratelimit.Store) ratelimit.Peeker {
+	t.Helper()
+	p, ok := st.(ratelimit.Peeker)
+	if !ok {
+		t.Skipf("storetest: %T does not implement ratelimit.Peeker", st)
+	}
+	return p
+}
+
+func peek(t *testing.T, p ratelimit.Peeker, key string, ps ratelimit.PolicySet) ratelimit.Result {
+	t.Helper()
+	res, err := p.Peek(context.Background(), key, ps)
+	if err != nil {
+		t.Fatalf("Peek(%q, %s): %v", key, ps.ID(), err)
+	}
+	if res.Allowed != (res.RetryAfter == 0) || res.Remaining < 0 || res.Remaining > res.Limit || res.Allowed != (res.Remaining > 0) {
+		t.Fatalf("Peek(%q, %s): inconsistent %+v: want Allowed exactly when RetryAfter is 0 and Remaining > 0", key, ps.ID(), res)
+	}
+	return res
+}
+
+// peekCase: Peek reports a standing and changes nothing.
+func (s *suite) peekCase(t *testing.T) {
+	st, _ := s.store(t)
+	p := peeker(t, st)
+	ps := set(t, ratelimit.Policy{Name: "hour", Limit: 5, Window: time.Hour}, ratelimit.Policy{Name: "minute", Limit: 3, Window: time.Minute})
+	if res := peek(t, p, "unseen", ps); !res.Allowed || res.Remaining != 3 || res.Limit != 3 || res.Policy != "minute" || res.Reset != 0 {
+		t.Errorf("a key never seen: %+v, want its full quota: allowed, minute with 3 remaining, no reset", res)
+	}
+	take(t, st, "k", ps, 1)
+	take(t, st, "k", ps, 1)
+	for i := range 5 {
+		if res := peek(t, p, "k", ps); !res.Allowed || res.Remaining != 1 || res.Policy != "minute" {
+			t.Fatalf("peek %d after 2 of 3: %+v, want allowed with 1 remaining under minute", i, res)
+		}
+	}
+	if res := take(t, st, "k", ps, 1); !res.Allowed || res.Remaining != 0 {
+		t.Errorf("the third request after the peeks: %+v, want allowed with 0 remaining (peeks count nothing)", res)
+	}
+	if res := peek(t, p, "k", ps); res.Allowed || res.Remaining != 0 || res.Policy != "minute" {
+		t.Errorf("peek at the limit: %+v, want not allowed, 0 remaining, minute", res)
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Peek(canceled, "k", ps); !errors.Is(err, context.Canceled) {
+		t.Errorf("Peek with a canceled context: %v, want context.Canceled", err)
+	}
+	if _, err := p.Peek(context.Background(), "k", ratelimit.PolicySet{}); !errors.Is(err, ratelimit.ErrEmptyPolicySet) {
+		t.Errorf("Peek with an empty set: %v, want ErrEmptyPolicySet", err)
+	}
+}
+
+// peekModels: over random traffic, peeks agree with the models and leave
+// every decision as it would have been: a key peeked at before each
+// request is decided exactly as a twin never peeked at.
+func (s *suite) peekModels(t *testing.T) {
+	for _, c := range [][]ratelimit.Algorithm{
+		{ratelimit.SlidingLog}, {ratelimit.SlidingWindowCounter}, {ratelimit.GCRA},
+		{ratelimit.SlidingLog, ratelimit.GCRA, ratelimit.SlidingWindowCounter},
+	} {
+		t.Run(fmt.Sprint(c), func(t *testing.T) {
+			for _, a := range c {
+				s.skipUnless(t, ratelimit.Policy{Algorithm: a})
+			}
+			st, clk := s.store(t)
+			p := peeker(t, st)
+			res := s.cfg.resolution
+			rng := rand.New(rand.NewPCG(3, 5))
+			var policies []ratelimit.Policy
+			var models []model
+			for i, a := range c {
+				limit := 2 + rng.IntN(6)
+				pol := ratelimit.Policy{Name: fmt.Sprint("p", i), Limit: limit, Window: time.Duration(limit) * time.Duration(10+rng.IntN(90)) * 1000 * res, Algorithm: a}
+				policies = append(policies, pol)
+				models = append(models, newModel(pol))
+			}
+			ps := set(t, policies...)
+			for step := range 200 {
+				clk.Advance(time.Duration(rng.Int64N(int64(ps.At(0).Window/4/res))) * res)
+				now := clk.Now().UnixNano()
+				got := peek(t, p, "peeked", ps)
+				fits, least := true, int64(1<<62)
+				for _, m := range models {
+					fits = fits && m.fits(now, 1)
+					least = min(least, m.remaining(now))
+				}
+				if got.Allowed != fits || int64(got.Remaining) != least {
+					t.Fatalf("step %d: peek %+v, the models say allowed %v with %d remaining", step, got, fits, least)
+				}
+				if !fits {
+					at := now + int64(got.RetryAfter)
+					for _, m := range models {
+						if !m.fits(at, 1) {
+							t.Fatalf("step %d: peek says one fits after %v, but a model disagrees", step, got.RetryAfter)
+						}
+					}
+				}
+				a, b := take(t, st, "peeked", ps, 1), take(t, st, "twin", ps, 1)
+				a.At, b.At = time.Time{}, time.Time{}
+				if a != b {
+					t.Fatalf("step %d: the peeked key got %+v, its twin %+v", step, a, b)
+				}
+				if a.Allowed {
+					for _, m := range models {
+						m.record(now, 1)
+					}
+				}
+			}
+		})
+	}
+}
+
+// resetCase: Reset forgets a key's counts under one set, and nothing else.
+func (s *suite) resetCase(t *testing.T) {
+	st, _ := s.store(t)
+	r, ok := st.(ratelimit.Resetter)
+	if !ok {
+		t.Skipf("storetest: %T does not implement ratelimit.Resetter", st)
+	}
+	ps := set(t, ratelimit.Policy{Name: "p", Limit: 2, Window: time.Hour})
+	other := set(t, ratelimit.Policy{Name: "q", Limit: 2, Window: time.Hour})
+	for _, k := range []string{"k", "neighbour"} {
+		takeN(t, st, k, ps, 3)
+	}
+	takeN(t, st, "k", other, 3)
+	if err := r.Reset(context.Background(), "k", ps); err != nil {
+		t.Fatal(err)
+	}
+	if res := take(t, st, "k", ps, 1); !res.Allowed || res.Remaining != 1 {
+		t.Errorf("after Reset: %+v, want the full quota (1 remaining after this one)", res)
+	}
+	if take(t, st, "neighbour", ps, 1).Allowed {
+		t.Error("Reset of k reset another key")
+	}
+	if take(t, st, "k", other, 1).Allowed {
+		t.Error("Reset of k under one set reset it under another")
+	}
+	if err := r.Reset(context.Background(), "never-seen", ps); err != nil {
+		t.Errorf("Reset of a key never seen: %v, want nil", err)
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Reset(canceled, "neighbour", ps); !errors.Is(err, context.Canceled) {
+		t.Errorf("Reset with a canceled context: %v, want context.Canceled", err)
+	}
+	if take(t, st, "neighbour", ps, 1).Allowed {
+		t.Error("a Reset with a canceled context reset the key")
+	}
+}
+
+// refunder returns st's Refunder, or skips t.
+func refunder(t *testing.T, st ratelimit.Store) ratelimit.Refunder {
+	t.Helper()
+	r, ok := st.(ratelimit.Refunder)
+	if !ok {
+		t.Skipf("storetest: %T does not implement ratelimit.Refunder", st)
+	}
+	return r
+}
+
+// refundCase: a refunded request no longer counts, in any policy.
+func (s *suite) refundCase(t *testing.T) {
+	for _, a := range s.cfg.algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			st, clk := s.store(t)
+			r := refunder(t, st)
+			ps := set(t, ratelimit.Policy{Name: "p", Limit: 3, Window: time.Hour, Algorithm: a}, ratelimit.Policy{Name: "q", Limit: 4, Window: 24 * time.Hour})
+			var ats []time.Time
+			for range 3 {
+				ats = append(ats, take(t, st, "k", ps, 1).At)
+				clk.Advance(time.Millisecond)
+			}
+			if take(t, st, "k", ps, 1).Allowed {
+				t.Fatal("a fourth request allowed under a limit of 3")
+			}
+			if err := r.Refund(context.Background(), "k", ps, 1, ats[1]); err != nil {
+				t.Fatal(err)
+			}
+			if res := take(t, st, "k", ps, 1); !res.Allowed || res.Remaining != 0 {
+				t.Fatalf("after one refund: %+v, want allowed with 0 remaining", res)
+			}
+			if res := take(t, st, "k", ps, 1); res.Allowed {
+				t.Fatalf("then: %+v, want refused", res)
+			}
+			canceled, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := r.Refund(canceled, "k", ps, 1, ats[0]); !errors.Is(err, context.Canceled) {
+				t.Errorf("Refund with a canceled context: %v, want context.Canceled", err)
+			}
+			if take(t, st, "k", ps, 1).Allowed {
+				t.Error("a Refund with a canceled context refunded")
+			}
+			if err := r.Refund(context.Background(), "never-seen", ps, 1, ats[0]); err != nil {
+				t.Errorf("Refund of a key never seen: %v, want nil", err)
+			}
+		})
+	}
+	t.Run("exact instants", func(t *testing.T) {
+		// The sliding log removes the very instants refunded: the oldest
+		// stays, so the wait is still measured from it.
+		st, clk := s.store(t)
+		r := refunder(t, st)
+		ps := set(t, ratelimit.Policy{Name: "p", Limit: 2, Window: time.Minute})
+		first := take(t, st, "k", ps, 1)
+		clk.Advance(10 * time.Second)
+		second := take(t, st, "k", ps, 1)
+		if err := r.Refund(context.Background(), "k", ps, 1, second.At); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Refund(context.Background(), "k", ps, 1, second.At); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(10 * time.Second)
+		take(t, st, "k", ps, 1)
+		if res := take(t, st, "k", ps, 1); res.Allowed || res.RetryAfter != 40*time.Second {
+			t.Errorf("after refunding the second request (twice): %+v, want refused until the first (at %v) leaves, in 40s", res, first.At)
+		}
+		// Refunding what has left the window changes nothing.
+		clk.Advance(time.Minute)
+		if err := r.Refund(context.Background(), "k", ps, 1, first.At); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// refundUnderConcurrency: with refunds among many goroutines, the count
+// never exceeds the limit: when the requests stop fitting, exactly the
+// limit is counted.
+func (s *suite) refundUnderConcurrency(t *testing.T) {
+	for _, a := range s.cfg.algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			st, _ := s.store(t)
+			r := refunder(t, st)
+			const limit, goroutines, each = 60, 16, 40
+			ps := set(t, ratelimit.Policy{Name: "p", Limit: limit, Window: 24 * time.Hour, Algorithm: a})
+			var allowed, refunded atomic.Int64
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for i := range each {
+						res, err := st.Take(context.Background(), "k", ps, 1)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if !res.Allowed {
+							continue
+						}
+						allowed.Add(1)
+						if (g+i)%3 == 0 {
+							if err := r.Refund(context.Background(), "k", ps, 1, res.At); err != nil {
+								t.Error(err)
+								return
+							}
+							refunded.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			// The last request allowed may have been refunded: fill up.
+			for take(t, st, "k", ps, 1).Allowed {
+				allowed.Add(1)
+			}
+			if counted := allowed.Load() - refunded.Load(); counted != limit {
+				t.Errorf("%d allowed, %d refunded: %d counted, want exactly %d", allowed.Load(), refunded.Load(), counted, limit)
+			}
+		})
+	}
+}
+
+// repeatedRefusals: a client refused again and again is refused with the
+// figures a fresh decision would give, shrinking with the clock, until
+// the instant its request fits, and a smaller request that fits is not
+// refused. Stores that remember refusals (the memory store, redisstore)
+// must keep them exact.
+func (s *suite) repeatedRefusals(t *testing.T) {
+	for _, a := range s.cfg.algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			st, clk := s.store(t)
+			res := s.cfg.resolution
+			ps := set(t, ratelimit.Policy{Name: "p", Limit: 4, Window: time.Minute, Algorithm: a})
+			take(t, st, "k", ps, 2)
+			clk.Advance(time.Second)
+			take(t, st, "k", ps, 2)
+			first := take(t, st, "k", ps, 1)
+			if first.Allowed {
+				t.Fatal("a fifth request allowed under a limit of 4")
+			}
+			for _, d := range []time.Duration{0, time.Millisecond, time.Second, first.RetryAfter/2 + res} {
+				// Every refusal here has the same cause, so only the
+				// clock may change what it says.
+				clk.Set(first.At.Add(d))
+				got := take(t, st, "k", ps, 1)
+				want := first
+				want.RetryAfter -= d
+				if want.Reset >= d {
+					want.Reset -= d
+				}
+				want.At = got.At
+				if got != want {
+					t.Fatalf("%v after the first refusal %+v: %+v, want %+v", d, first, got, want)
+				}
+			}
+			clk.Set(first.At.Add(first.RetryAfter - res))
+			if got := take(t, st, "k", ps, 1); got.Allowed {
+				t.Fatalf("one step before RetryAfter: allowed, want refused")
+			}
+			clk.Set(first.At.Add(first.RetryAfter))
+			if got := take(t, st, "k", ps, 1); !got.Allowed {
+				t.Fatalf("at RetryAfter: %+v, want allowed", got)
+			}
+		})
+	}
+	t.Run("smaller costs", func(t *testing.T) {
+		st, _ := s.store(t)
+		ps := set(t, ratelimit.Policy{Name: "p", Limit: 5, Window: time.Hour})
+		take(t, st, "k", ps, 3)
+		for range 3 {
+			if take(t, st, "k", ps, 3).Allowed {
+				t.Fatal("a cost of 3 allowed with 2 remaining")
+			}
+		}
+		if res := take(t, st, "k", ps, 2); !res.Allowed || res.Remaining != 0 {
+			t.Errorf("a cost of 2 after refusals of 3: %+v, want allowed", res)
+		}
+	})
+}
