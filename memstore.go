@@ -47,6 +47,7 @@ type MemoryStore struct {
 
 	evicted  atomic.Uint64
 	rejected atomic.Uint64
+	refused  refusals
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -284,6 +285,12 @@ func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 	}
 	ps := set.p
 	h := maphash.String(s.seed, key) ^ ps.hash
+	if r := s.refused.find(h, key, ps, int64(cost)); r != nil {
+		if now := s.now(); now < r.until {
+			s.refused.hits.add()
+			return r.result(now), nil
+		}
+	}
 	sh := &s.shards[h&s.shardMask]
 	for {
 		sh.mu.RLock()
@@ -293,26 +300,30 @@ func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 			st = sh.states(e)
 		}
 		sh.mu.RUnlock()
+		var now int64
 		if e == nil {
-			e, st, now, err := s.insert(sh, h, key, ps)
+			var err error
+			e, st, now, err = s.insert(sh, h, key, ps)
 			if err != nil {
 				return Result{}, err
 			}
 			if e == nil {
 				continue // another request added the entry first
 			}
-			res := decide(ps, st, now, int64(cost))
-			e.mu.Unlock()
-			return res, nil
+		} else {
+			e.mu.Lock()
+			if e.dead {
+				e.mu.Unlock()
+				continue
+			}
+			// Read the clock under the entry's lock so that instants are
+			// logged in the order they were read.
+			now = s.now()
 		}
-		e.mu.Lock()
-		if e.dead {
-			e.mu.Unlock()
-			continue
+		res, until := decide(ps, st, now, int64(cost))
+		if until > now {
+			s.refused.publish(h, &refusal{e: e, cost: int64(cost), at: now, until: until, res: res})
 		}
-		// Read the clock under the entry's lock so that instants are
-		// logged in the order they were read.
-		res := decide(ps, st, s.now(), int64(cost))
 		e.mu.Unlock()
 		return res, nil
 	}
@@ -383,7 +394,7 @@ func (s *MemoryStore) Refund(ctx context.Context, key string, set PolicySet, cos
 		return err
 	}
 	ps := set.p
-	e, st, _ := s.lookup(key, ps)
+	e, st, h := s.lookup(key, ps)
 	if e == nil {
 		return nil
 	}
@@ -392,6 +403,7 @@ func (s *MemoryStore) Refund(ctx context.Context, key string, set PolicySet, cos
 	if e.dead {
 		return nil // dropped: nothing of it is counted any more
 	}
+	s.refused.forget(h, e)
 	now, t := s.now(), at.UnixNano()
 	for i, a := range ps.algos {
 		p := &ps.policies[i]
@@ -417,9 +429,10 @@ func (s *MemoryStore) lookup(key string, ps *policySet) (*entry, states, uint64)
 }
 
 // decide checks every policy of ps, then records in all of them or none,
-// and reports the policy that binds tightest. The caller holds the
-// entry's lock.
-func decide(ps *policySet, st states, now, cost int64) Result {
+// and reports the policy that binds tightest. For a refusal that may be
+// remembered (see refusals.go) it also returns until when; otherwise
+// until is at most now. The caller holds the entry's lock.
+func decide(ps *policySet, st states, now, cost int64) (res Result, until int64) {
 	var worst Result
 	refused := false
 	for i, a := range ps.algos {
@@ -432,7 +445,7 @@ func decide(ps *policySet, st states, now, cost int64) Result {
 		}
 	}
 	if refused {
-		return worst
+		return worst, now + holds(ps, st, now, cost, &worst)
 	}
 	for i, a := range ps.algos {
 		p := &ps.policies[i]
@@ -441,7 +454,28 @@ func decide(ps *policySet, st states, now, cost int64) Result {
 			worst = r
 		}
 	}
-	return worst
+	return worst, now
+}
+
+// holds returns how long the refusal res of cost at now holds as it is,
+// or 0 if it may not be remembered: unless a request of cost 1 is refused
+// too, smaller requests may be counted meanwhile. The policies' states
+// have been brought to now.
+func holds(ps *policySet, st states, now, cost int64, res *Result) int64 {
+	r1 := int64(res.RetryAfter)
+	if cost > 1 {
+		r1 = 0
+		for i, a := range ps.algos {
+			p := &ps.policies[i]
+			if v := a.decide(st.at(i), int64(p.Limit), int64(p.Window), now, 1); !v.ok {
+				r1 = max(r1, v.retry)
+			}
+		}
+	}
+	if reset := int64(res.Reset); reset > 0 {
+		return min(r1, reset)
+	}
+	return r1
 }
 
 func result(p *Policy, v verdict, now int64) Result {
@@ -551,6 +585,7 @@ func (s *MemoryStore) hash(e *entry) uint64 { return maphash.String(s.seed, e.ke
 // e.mu.
 func (s *MemoryStore) drop(sh *shard, h uint64, e *entry) {
 	e.dead = true
+	s.refused.forget(h, e)
 	if sh.m[h] == e {
 		delete(sh.m, h)
 	} else {
@@ -655,6 +690,7 @@ func (s *MemoryStore) Stats() Stats {
 	}
 	st.Evicted = s.evicted.Load()
 	st.Rejected = s.rejected.Load()
+	st.CachedRefusals = s.refused.hits.load()
 	return st
 }
 
