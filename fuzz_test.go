@@ -440,3 +440,18 @@ func referenceTake(ref map[string][][]int64, key string, policies []Policy, now 
 	}
 	return *worst, nil
 }
+
+// FuzzAcceptsProblem checks that any Accept value is parsed without
+// panicking, and that naming application/problem+json alone is read as
+// asking for it.
+func FuzzAcceptsProblem(f *testing.F) {
+	for _, s := range []string{"application/problem+json", "a/b;q=0.5, application/problem+json;q=0", "*/*", ";;,,", "application/problem+json;q=NaN", `application/problem+json;x="a,b"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, accept string) {
+		acceptsProblem([]string{accept})
+		if !acceptsProblem([]string{accept, "application/problem+json"}) {
+			t.Fatalf("%q then application/problem+json: not read as asking for problem details", accept)
+		}
+	})
+}

@@ -293,10 +293,16 @@ func FromContext(ctx context.Context) (res Result, ok bool) {
 // nor modify what they are given to write, so one copy serves all.
 var deniedBody = []byte("429 Too Many Requests: rate limit exceeded, see Retry-After\n")
 
-// defaultDenied answers a rejected request: 429 with a short body. It
-// writes what http.Error would, in one allocation instead of four, since
-// a client over its limit may send requests as fast as it can.
-func defaultDenied(w http.ResponseWriter, _ *http.Request, _ Result) {
+// defaultDenied answers a rejected request: 429 with a short text body,
+// or RFC 9457 problem details to a client whose Accept asks for
+// application/problem+json. The text is what http.Error would write, in
+// one allocation instead of four, since a client over its limit may send
+// requests as fast as it can.
+func defaultDenied(w http.ResponseWriter, r *http.Request, res Result) {
+	if accept := r.Header["Accept"]; len(accept) > 0 && acceptsProblem(accept) {
+		writeProblem(w, res)
+		return
+	}
 	h := w.Header()
 	delete(h, "Content-Length")
 	v := &[2]string{"text/plain; charset=utf-8", "nosniff"}

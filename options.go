@@ -299,7 +299,10 @@ func WithResetFormat(f ResetFormat) Option {
 // WithDeniedHandler replaces the response to a rejected request. The
 // rate-limit headers and Retry-After are already set when h runs; h writes
 // the status (429 unless it has reason to differ) and body. If unset, the
-// middleware answers 429 with a short plain-text body.
+// middleware answers 429 with a short plain-text body, or, to a client
+// whose Accept header names application/problem+json, with RFC 9457
+// problem details of type QuotaExceeded naming the violated policy in
+// "violated-policies".
 func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res Result)) Option {
 	return limiterOption("WithDeniedHandler", func(c *config) {
 		if h == nil {
