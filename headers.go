@@ -64,11 +64,10 @@ func ceilSeconds(d time.Duration) int64 {
 // the context) and points every header at it, instead of allocating a
 // slice and a string per header.
 //
-// buf holds the formatted numbers of a typical response (25 bytes with the
-// default policy and a limit under 1000, 27 on a 429) within the 128-byte
-// size class; a response needing more (long policy names, huge windows, a
-// partition key) spills to one more allocation, which append makes on its
-// own.
+// buf holds the formatted numbers of a typical response, sized so that
+// the whole fits a small size class; a response needing more (long policy
+// names, huge windows, a partition key) spills to one more allocation,
+// which append makes on its own.
 type headerValues struct {
 	vals [6]string
 	buf  [32]byte

@@ -595,8 +595,8 @@ func (s *MemoryStore) drop(sh *shard, h uint64, e *entry) {
 }
 
 // makeRoom frees a place in the full shard sh, reporting whether it could.
-// An idle entry goes first; failing that, under EvictLeastRecent, the
-// sampled entry whose latest request is oldest.
+// An idle entry goes first, if there is one; failing that, under
+// EvictLeastRecent, the sampled entry whose latest request is oldest.
 func (s *MemoryStore) makeRoom(sh *shard, now int64) bool {
 	var victim *entry
 	var victimHash uint64
@@ -622,6 +622,16 @@ func (s *MemoryStore) makeRoom(sh *shard, now int64) bool {
 			victim, victimHash, victimAt = e, h, t
 		}
 		e.mu.Unlock()
+	}
+	// The sample may have missed idle entries: sweep the shard if one can
+	// be idle, which costs at most one visit of each entry per entry it
+	// frees, since the sweep notes when the next can be.
+	if now >= sh.sweepAt {
+		n := sh.len()
+		s.sweep(sh, now)
+		if sh.len() < n {
+			return true
+		}
 	}
 	if s.overflow != EvictLeastRecent || victim == nil {
 		return false

@@ -166,7 +166,10 @@ func TestKeysGoIdleByTheirOwnWindows(t *testing.T) {
 	}
 	t.Run("bounded", func(t *testing.T) {
 		clk := fakeclock.New()
-		l, err := New(10, time.Second, KeyByIP(), plans, WithMaxKeys(256, RejectNewKeys), WithClock(clk.Now))
+		// A bound of 1024 in 64 shards of 16: the 100 new clients would
+		// have to crowd 16 into one shard to fill it, once the flood is
+		// swept, a chance of about one in 10^11.
+		l, err := New(10, time.Second, KeyByIP(), plans, WithMaxKeys(1024, RejectNewKeys), WithClock(clk.Now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +177,7 @@ func TestKeysGoIdleByTheirOwnWindows(t *testing.T) {
 		if code := get(l, "10.0.0.1", "daily"); code != http.StatusOK {
 			t.Fatalf("the daily client: %d, want 200", code)
 		}
-		for i := range 1000 {
+		for i := range 2000 {
 			get(l, fmt.Sprintf("10.1.%d.%d", i/256, i%256), "")
 		}
 		clk.Advance(10 * time.Second)
@@ -415,5 +418,24 @@ func TestEntriesSharingAHash(t *testing.T) {
 	s.sweepAll()
 	if got := s.Stats().Keys; got != 0 || len(sh.other) != 0 {
 		t.Errorf("after the sweep: %d keys, %d beside the map, want 0 and 0", got, len(sh.other))
+	}
+}
+
+// A full store that rejects new keys drops an idle key for a new one
+// whenever it holds one, even where a sample of its keys would miss it.
+func TestMaxKeysFindsTheIdleKey(t *testing.T) {
+	short := mustSet(t, Policy{Name: "p", Limit: 5, Window: time.Second})
+	long := mustSet(t, Policy{Name: "p", Limit: 5, Window: time.Hour})
+	for round := range 40 {
+		clk := fakeclock.New()
+		s := newTestStore(t, WithMaxKeys(16, RejectNewKeys), WithClock(clk.Now))
+		take(t, s, "idle soon", short)
+		clk.Advance(2 * time.Second)
+		for i := range 15 {
+			take(t, s, fmt.Sprint("live-", i), long)
+		}
+		if _, err := s.Take(context.Background(), "new", long, 1); err != nil {
+			t.Fatalf("round %d: a new key beside 15 live ones and an idle one: %v, want it served", round, err)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -16,16 +17,15 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/slidelog/ratelimit"
 )
 
 func newLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.KeyFunc, opts ...ratelimit.Option) *ratelimit.Limiter {
 	t.Helper()
 	l, err := ratelimit.New(limit, window, key, opts...)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
 	t.Cleanup(func() { l.Close() })
 	return l
 }
@@ -113,9 +113,15 @@ func TestHandlerExactUnderConcurrency(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Equal(t, int64(limit), ok.Load(), "200s")
-	assert.Equal(t, int64(limit), served.Load(), "requests reaching the handler")
-	assert.Equal(t, int64(goroutines*each-limit), tooMany.Load(), "429s")
+	if got, want := ok.Load(), int64(limit); got != want {
+		t.Errorf("200s: got %v, want %v", got, want)
+	}
+	if got, want := served.Load(), int64(limit); got != want {
+		t.Errorf("requests reaching the handler: got %v, want %v", got, want)
+	}
+	if got, want := tooMany.Load(), int64(goroutines*each-limit); got != want {
+		t.Errorf("429s: got %v, want %v", got, want)
+	}
 }
 
 func TestAllowExactUnderConcurrency(t *testing.T) {
@@ -141,7 +147,9 @@ func TestAllowExactUnderConcurrency(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Equal(t, int64(limit), allowed.Load())
+	if got, want := allowed.Load(), int64(limit); got != want {
+		t.Errorf("allowed.Load(): got %v, want %v", got, want)
+	}
 }
 
 func TestMissingKeyNeverReachesTheHandler(t *testing.T) {
@@ -150,43 +158,73 @@ func TestMissingKeyNeverReachesTheHandler(t *testing.T) {
 	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = true }))
 	for _, hdr := range [][]string{nil, {"X-API-Key", ""}} {
 		w := get(h, "192.0.2.1:1", hdr...)
-		assert.Equal(t, http.StatusBadRequest, w.Code)
-		assert.False(t, reached, "the wrapped handler ran without a key")
-		assert.Empty(t, w.Header().Get("X-RateLimit-Remaining"), "no decision, no rate-limit headers")
+		if got, want := w.Code, http.StatusBadRequest; got != want {
+			t.Errorf("w.Code: got %v, want %v", got, want)
+		}
+		if reached {
+			t.Errorf("the wrapped handler ran without a key: want false")
+		}
+		if got := w.Header().Get("X-RateLimit-Remaining"); got != "" {
+			t.Errorf("no decision, no rate-limit headers: got %q, want empty", got)
+		}
 	}
 	w := get(h, "192.0.2.1:1", "X-API-Key", strings.Repeat("k", ratelimit.MaxKeyLen+1))
-	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, w.Code)
-	assert.NotContains(t, w.Body.String(), "kkkk", "the body must not echo the client's key")
+	if got, want := w.Code, http.StatusRequestHeaderFieldsTooLarge; got != want {
+		t.Errorf("w.Code: got %v, want %v", got, want)
+	}
+	if got := w.Body.String(); strings.Contains(got, "kkkk") {
+		t.Errorf("the body must not echo the client's key: %q contains %q", got, "kkkk")
+	}
 }
 
 func TestForwardingHeadersIgnoredByDefault(t *testing.T) {
 	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP())
 	h := l.Handler(okHandler)
-	assert.Equal(t, 200, get(h, "198.51.100.7:5000").Code)
+	if got, want := get(h, "198.51.100.7:5000").Code, 200; got != want {
+		t.Errorf("get(h, \"198.51.100.7:5000\").Code: got %v, want %v", got, want)
+	}
 	// The same peer pretending to be others is still the same peer.
 	for _, hdr := range [][]string{
 		{"X-Forwarded-For", "203.0.113.1"},
 		{"X-Real-IP", "203.0.113.2"},
 		{"Forwarded", "for=203.0.113.3"},
 	} {
-		assert.Equal(t, 429, get(h, "198.51.100.7:5001", hdr...).Code, "spoofed %s", hdr[0])
+		if got, want := get(h, "198.51.100.7:5001", hdr...).Code, 429; got != want {
+			t.Errorf("spoofed %s: got %v, want %v", hdr[0], got, want)
+		}
 	}
 	// And nobody can drain a victim's quota by naming the victim.
-	assert.Equal(t, 200, get(h, "203.0.113.1:80").Code, "victim locked out by a spoofed header")
+	if got, want := get(h, "203.0.113.1:80").Code, 200; got != want {
+		t.Errorf("victim locked out by a spoofed header: got %v, want %v", got, want)
+	}
 }
 
 func TestIPv6GroupedBySlash64(t *testing.T) {
 	l := newLimiter(t, 2, time.Minute, ratelimit.KeyByIP())
 	h := l.Handler(okHandler)
-	assert.Equal(t, 200, get(h, "[2001:db8:1:2::1]:443").Code)
-	assert.Equal(t, 200, get(h, "[2001:db8:1:2:ffff::9]:443").Code)
-	assert.Equal(t, 429, get(h, "[2001:db8:1:2:abcd::5%eth0]:443").Code, "same /64, with a zone")
-	assert.Equal(t, 200, get(h, "[2001:db8:1:3::1]:443").Code, "another /64")
+	if got, want := get(h, "[2001:db8:1:2::1]:443").Code, 200; got != want {
+		t.Errorf("get(h, \"[2001:db8:1:2::1]:443\").Code: got %v, want %v", got, want)
+	}
+	if got, want := get(h, "[2001:db8:1:2:ffff::9]:443").Code, 200; got != want {
+		t.Errorf("get(h, \"[2001:db8:1:2:ffff::9]:443\").Code: got %v, want %v", got, want)
+	}
+	if got, want := get(h, "[2001:db8:1:2:abcd::5%eth0]:443").Code, 429; got != want {
+		t.Errorf("same /64, with a zone: got %v, want %v", got, want)
+	}
+	if got, want := get(h, "[2001:db8:1:3::1]:443").Code, 200; got != want {
+		t.Errorf("another /64: got %v, want %v", got, want)
+	}
 
 	// IPv4-mapped IPv6 is the IPv4 address.
-	assert.Equal(t, 200, get(h, "192.0.2.9:1").Code)
-	assert.Equal(t, 200, get(h, "[::ffff:192.0.2.9]:1").Code)
-	assert.Equal(t, 429, get(h, "192.0.2.9:2").Code)
+	if got, want := get(h, "192.0.2.9:1").Code, 200; got != want {
+		t.Errorf("get(h, \"192.0.2.9:1\").Code: got %v, want %v", got, want)
+	}
+	if got, want := get(h, "[::ffff:192.0.2.9]:1").Code, 200; got != want {
+		t.Errorf("get(h, \"[::ffff:192.0.2.9]:1\").Code: got %v, want %v", got, want)
+	}
+	if got, want := get(h, "192.0.2.9:2").Code, 429; got != want {
+		t.Errorf("get(h, \"192.0.2.9:2\").Code: got %v, want %v", got, want)
+	}
 }
 
 func TestNewRejectsInvalidConfiguration(t *testing.T) {
@@ -225,13 +263,21 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, err := ratelimit.New(tt.limit, tt.window, tt.key, tt.opts...)
-			require.Error(t, err)
-			assert.Nil(t, l)
+			if err == nil {
+				t.Fatalf("want an error")
+			}
+			if l != nil {
+				t.Errorf("l: %v, want nil", l)
+			}
 			for _, w := range tt.want {
-				assert.Contains(t, err.Error(), w)
+				if got := err.Error(); !strings.Contains(got, w) {
+					t.Errorf("err.Error(): %q does not contain %q", got, w)
+				}
 			}
 			for _, line := range strings.Split(err.Error(), "\n") {
-				assert.True(t, strings.HasPrefix(line, "ratelimit: "), "error line %q lacks the package prefix", line)
+				if !(strings.HasPrefix(line, "ratelimit: ")) {
+					t.Errorf("error line %q lacks the package prefix: want true", line)
+				}
 			}
 		})
 	}
@@ -252,22 +298,36 @@ func TestStoreErrors(t *testing.T) {
 		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{err: boom}))
 		var reached bool
 		w := get(l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true })), "192.0.2.1:1")
-		assert.Equal(t, http.StatusServiceUnavailable, w.Code)
-		assert.Equal(t, "1", w.Header().Get("Retry-After"))
-		assert.NotContains(t, w.Body.String(), "secret")
-		assert.False(t, reached)
+		if got, want := w.Code, http.StatusServiceUnavailable; got != want {
+			t.Errorf("w.Code: got %v, want %v", got, want)
+		}
+		if got, want := w.Header().Get("Retry-After"), "1"; got != want {
+			t.Errorf("w.Header().Get(\"Retry-After\"): got %v, want %v", got, want)
+		}
+		if got := w.Body.String(); strings.Contains(got, "secret") {
+			t.Errorf("w.Body.String(): %q contains %q", got, "secret")
+		}
+		if reached {
+			t.Errorf("reached: want false")
+		}
 	})
 	t.Run("fail open lets the request through and reports it", func(t *testing.T) {
 		var seen error
 		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{err: boom}),
 			ratelimit.WithFailOpen(), ratelimit.WithHooks(ratelimit.Hooks{OnError: func(r *http.Request, err error) { seen = err }}))
-		assert.Equal(t, http.StatusOK, get(l.Handler(okHandler), "192.0.2.1:1").Code)
-		assert.Equal(t, boom, seen)
+		if got, want := get(l.Handler(okHandler), "192.0.2.1:1").Code, http.StatusOK; got != want {
+			t.Errorf("get(l.Handler(okHandler), \"192.0.2.1:1\").Code: got %v, want %v", got, want)
+		}
+		if got, want := seen, boom; got != want {
+			t.Errorf("seen: got %v, want %v", got, want)
+		}
 	})
 	t.Run("custom handler", func(t *testing.T) {
 		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{err: boom}),
 			ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) { w.WriteHeader(599) }))
-		assert.Equal(t, 599, get(l.Handler(okHandler), "192.0.2.1:1").Code)
+		if got, want := get(l.Handler(okHandler), "192.0.2.1:1").Code, 599; got != want {
+			t.Errorf("get(l.Handler(okHandler), \"192.0.2.1:1\").Code: got %v, want %v", got, want)
+		}
 	})
 }
 
@@ -289,12 +349,18 @@ func TestHeaderSets(t *testing.T) {
 		get(h, "192.0.2.1:1")
 		w := get(h, "192.0.2.1:1")
 		for _, name := range tt.has {
-			assert.NotEmpty(t, w.Header().Get(name), "set %d: %s missing", tt.set, name)
+			if w.Header().Get(name) == "" {
+				t.Errorf("set %d: %s missing: empty", tt.set, name)
+			}
 		}
 		for _, name := range tt.lack {
-			assert.Empty(t, w.Header().Get(name), "set %d: %s present", tt.set, name)
+			if got := w.Header().Get(name); got != "" {
+				t.Errorf("set %d: %s present: got %q, want empty", tt.set, name, got)
+			}
 		}
-		assert.Equal(t, "60", w.Header().Get("Retry-After"), "set %d: Retry-After goes on every 429", tt.set)
+		if got, want := w.Header().Get("Retry-After"), "60"; got != want {
+			t.Errorf("set %d: Retry-After goes on every 429: got %v, want %v", tt.set, got, want)
+		}
 	}
 }
 
@@ -307,8 +373,12 @@ func TestResetUnix(t *testing.T) {
 		w := get(h, "192.0.2.1:1")
 		// The quota grows at start+60s; in epoch seconds rounded up.
 		want := start.Add(time.Minute + time.Second - 1).Unix()
-		assert.Equal(t, want, mustAtoi(t, w.Header().Get("X-RateLimit-Reset")))
-		assert.Equal(t, `"default";r=1;t=60`, w.Header().Get("RateLimit"), "RateLimit's t stays delta seconds")
+		if got, want := mustAtoi(t, w.Header().Get("X-RateLimit-Reset")), want; got != want {
+			t.Errorf("mustAtoi(t, w.Header().Get(\"X-RateLimit-Reset\")): got %v, want %v", got, want)
+		}
+		if got, want := w.Header().Get("RateLimit"), `"default";r=1;t=60`; got != want {
+			t.Errorf("RateLimit's t stays delta seconds: got %v, want %v", got, want)
+		}
 	})
 }
 
@@ -321,20 +391,36 @@ func TestFromContextDryRunAndHooks(t *testing.T) {
 	var got []ratelimit.Result
 	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, ok := ratelimit.FromContext(r.Context())
-		require.True(t, ok)
+		if !ok {
+			t.Fatalf("ok: want true")
+		}
 		got = append(got, res)
 	}))
 	for range 3 {
 		w := get(h, "192.0.2.1:1")
-		assert.Equal(t, http.StatusOK, w.Code, "dry run never rejects")
+		if got, want := w.Code, http.StatusOK; got != want {
+			t.Errorf("dry run never rejects: got %v, want %v", got, want)
+		}
 	}
-	require.Len(t, got, 3)
-	assert.True(t, got[0].Allowed)
-	assert.False(t, got[1].Allowed, "the handler sees what would have been limited")
-	assert.Equal(t, int64(1), allowed.Load())
-	assert.Equal(t, int64(2), limited.Load())
+	if len(got) != 3 {
+		t.Fatalf("len(got) = %d, want 3", len(got))
+	}
+	if !got[0].Allowed {
+		t.Errorf("got[0].Allowed: want true")
+	}
+	if got[1].Allowed {
+		t.Errorf("the handler sees what would have been limited: want false")
+	}
+	if got, want := allowed.Load(), int64(1); got != want {
+		t.Errorf("allowed.Load(): got %v, want %v", got, want)
+	}
+	if got, want := limited.Load(), int64(2); got != want {
+		t.Errorf("limited.Load(): got %v, want %v", got, want)
+	}
 	_, ok := ratelimit.FromContext(context.Background())
-	assert.False(t, ok)
+	if ok {
+		t.Errorf("ok: want false")
+	}
 }
 
 func TestSkip(t *testing.T) {
@@ -345,8 +431,12 @@ func TestSkip(t *testing.T) {
 		r := httptest.NewRequest("GET", "/healthz", nil)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		assert.Equal(t, 200, w.Code, "health checks are exempt, keyless or not")
-		assert.Empty(t, w.Header().Get("RateLimit"))
+		if got, want := w.Code, 200; got != want {
+			t.Errorf("health checks are exempt, keyless or not: got %v, want %v", got, want)
+		}
+		if got := w.Header().Get("RateLimit"); got != "" {
+			t.Errorf("w.Header().Get(\"RateLimit\"): got %q, want empty", got)
+		}
 	}
 }
 
@@ -360,9 +450,15 @@ func TestDeniedHandler(t *testing.T) {
 	h := l.Handler(okHandler)
 	get(h, "192.0.2.1:1")
 	w := get(h, "192.0.2.1:1")
-	assert.Equal(t, 429, w.Code)
-	assert.Equal(t, `{"error":"slow down"}`, w.Body.String())
-	assert.Equal(t, "60", w.Header().Get("Retry-After"), "set before the denied handler runs")
+	if got, want := w.Code, 429; got != want {
+		t.Errorf("w.Code: got %v, want %v", got, want)
+	}
+	if got, want := w.Body.String(), `{"error":"slow down"}`; got != want {
+		t.Errorf("w.Body.String(): got %v, want %v", got, want)
+	}
+	if got, want := w.Header().Get("Retry-After"), "60"; got != want {
+		t.Errorf("set before the denied handler runs: got %v, want %v", got, want)
+	}
 }
 
 func TestPlansAndPolicies(t *testing.T) {
@@ -381,27 +477,51 @@ func TestPlansAndPolicies(t *testing.T) {
 
 		// Default plan: 2/min and 1/s together.
 		w := get(h, "192.0.2.1:1", "X-API-Key", "a")
-		assert.Equal(t, 200, w.Code)
-		assert.Equal(t, `"default";q=2;w=60, "burst";q=1;w=1`, w.Header().Get("RateLimit-Policy"))
-		assert.Equal(t, `"burst";r=0;t=1`, w.Header().Get("RateLimit"), "the tighter policy is reported")
+		if got, want := w.Code, 200; got != want {
+			t.Errorf("w.Code: got %v, want %v", got, want)
+		}
+		if got, want := w.Header().Get("RateLimit-Policy"), `"default";q=2;w=60, "burst";q=1;w=1`; got != want {
+			t.Errorf("w.Header().Get(\"RateLimit-Policy\"): got %v, want %v", got, want)
+		}
+		if got, want := w.Header().Get("RateLimit"), `"burst";r=0;t=1`; got != want {
+			t.Errorf("the tighter policy is reported: got %v, want %v", got, want)
+		}
 		w = get(h, "192.0.2.1:1", "X-API-Key", "a")
-		assert.Equal(t, 429, w.Code)
-		assert.Equal(t, `"burst";r=0;t=1`, w.Header().Get("RateLimit"))
+		if got, want := w.Code, 429; got != want {
+			t.Errorf("w.Code: got %v, want %v", got, want)
+		}
+		if got, want := w.Header().Get("RateLimit"), `"burst";r=0;t=1`; got != want {
+			t.Errorf("w.Header().Get(\"RateLimit\"): got %v, want %v", got, want)
+		}
 		time.Sleep(time.Second)
-		assert.Equal(t, 200, get(h, "192.0.2.1:1", "X-API-Key", "a").Code)
+		if got, want := get(h, "192.0.2.1:1", "X-API-Key", "a").Code, 200; got != want {
+			t.Errorf("get(h, \"192.0.2.1:1\", \"X-API-Key\", \"a\").Code: got %v, want %v", got, want)
+		}
 		time.Sleep(time.Second)
 		w = get(h, "192.0.2.1:1", "X-API-Key", "a")
-		assert.Equal(t, 429, w.Code, "default policy exhausted")
-		assert.Equal(t, "58", w.Header().Get("Retry-After"), "the longest wait among violated policies")
+		if got, want := w.Code, 429; got != want {
+			t.Errorf("default policy exhausted: got %v, want %v", got, want)
+		}
+		if got, want := w.Header().Get("Retry-After"), "58"; got != want {
+			t.Errorf("the longest wait among violated policies: got %v, want %v", got, want)
+		}
 
 		// Pro plan: its own policies and its own count; unknown plans get the default.
 		for i := range 5 {
-			assert.Equal(t, 200, get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "pro").Code, "pro request %d", i)
+			if got, want := get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "pro").Code, 200; got != want {
+				t.Errorf("pro request %d: got %v, want %v", i, got, want)
+			}
 		}
 		w = get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "pro")
-		assert.Equal(t, 429, w.Code)
-		assert.Equal(t, `"pro";q=5;w=60`, w.Header().Get("RateLimit-Policy"))
-		assert.Equal(t, 429, get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "platinum").Code, "unknown plan counts as default")
+		if got, want := w.Code, 429; got != want {
+			t.Errorf("w.Code: got %v, want %v", got, want)
+		}
+		if got, want := w.Header().Get("RateLimit-Policy"), `"pro";q=5;w=60`; got != want {
+			t.Errorf("w.Header().Get(\"RateLimit-Policy\"): got %v, want %v", got, want)
+		}
+		if got, want := get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "platinum").Code, 429; got != want {
+			t.Errorf("unknown plan counts as default: got %v, want %v", got, want)
+		}
 	})
 }
 
@@ -420,25 +540,45 @@ func TestCost(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w.Code
 	}
-	assert.Equal(t, 200, bulk())
-	assert.Equal(t, 200, bulk())
-	assert.Equal(t, 429, bulk(), "8 used of 10: a cost of 4 does not fit")
+	if got, want := bulk(), 200; got != want {
+		t.Errorf("bulk(): got %v, want %v", got, want)
+	}
+	if got, want := bulk(), 200; got != want {
+		t.Errorf("bulk(): got %v, want %v", got, want)
+	}
+	if got, want := bulk(), 429; got != want {
+		t.Errorf("8 used of 10: a cost of 4 does not fit: got %v, want %v", got, want)
+	}
 	w := get(h, "192.0.2.1:1")
-	assert.Equal(t, 200, w.Code, "a cost of 1 still does")
-	assert.Equal(t, "1", w.Header().Get("X-RateLimit-Remaining"))
+	if got, want := w.Code, 200; got != want {
+		t.Errorf("a cost of 1 still does: got %v, want %v", got, want)
+	}
+	if got, want := w.Header().Get("X-RateLimit-Remaining"), "1"; got != want {
+		t.Errorf("w.Header().Get(\"X-RateLimit-Remaining\"): got %v, want %v", got, want)
+	}
 
 	res, err := l.AllowN(context.Background(), "k", 11)
-	assert.ErrorIs(t, err, ratelimit.ErrCostExceedsLimit)
-	assert.False(t, res.Allowed)
+	if !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		t.Errorf("error %v, want ratelimit.ErrCostExceedsLimit", err)
+	}
+	if res.Allowed {
+		t.Errorf("res.Allowed: want false")
+	}
 }
 
 func TestLimiterCloseStopsBackgroundWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, err := ratelimit.New(1, time.Minute, ratelimit.KeyByIP())
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
 		l.Allow(context.Background(), "k")
-		require.NoError(t, l.Close())
-		require.NoError(t, l.Close(), "second Close")
+		if err := l.Close(); err != nil {
+			t.Fatalf("%v", err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
 	})
 }
 
@@ -460,17 +600,27 @@ func TestPartitionKey(t *testing.T) {
 	pk := func(key string) string {
 		v := get(h, "192.0.2.1:1", "X-API-Key", key).Header().Get("RateLimit")
 		_, after, ok := strings.Cut(v, ";pk=")
-		require.True(t, ok, "RateLimit %q has no pk", v)
+		if !ok {
+			t.Fatalf("RateLimit %q has no pk: want true", v)
+		}
 		return after
 	}
 	a1, a2, b := pk("secret-alice"), pk("secret-alice"), pk("secret-bob")
-	assert.Regexp(t, `^:[A-Za-z0-9+/]{12}:$`, a1, "pk is a structured-field byte sequence")
-	assert.Equal(t, a1, a2, "stable for one key")
-	assert.NotEqual(t, a1, b, "distinct keys, distinct pks")
+	if got := a1; !regexp.MustCompile(`^:[A-Za-z0-9+/]{12}:$`).MatchString(got) {
+		t.Errorf("pk is a structured-field byte sequence: %q does not match %s", got, `^:[A-Za-z0-9+/]{12}:$`)
+	}
+	if got, want := a2, a1; got != want {
+		t.Errorf("stable for one key: got %v, want %v", got, want)
+	}
+	if got, want := b, a1; got == want {
+		t.Errorf("distinct keys, distinct pks: got %v, want something else", got)
+	}
 
 	plain := newLimiter(t, 5, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
 	v := get(plain.Handler(okHandler), "192.0.2.1:1", "X-API-Key", "k").Header().Get("RateLimit")
-	assert.NotContains(t, v, "pk=", "no pk unless asked for")
+	if got := v; strings.Contains(got, "pk=") {
+		t.Errorf("no pk unless asked for: %q contains %q", got, "pk=")
+	}
 }
 
 func TestResultInContextIsOptIn(t *testing.T) {
@@ -484,9 +634,13 @@ func TestResultInContextIsOptIn(t *testing.T) {
 		get(l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			got, ok = ratelimit.FromContext(r.Context())
 		})), "192.0.2.1:1")
-		assert.Equal(t, tt.want, ok, "options %d", len(tt.opts))
+		if got, want := ok, tt.want; got != want {
+			t.Errorf("options %d: got %v, want %v", len(tt.opts), got, want)
+		}
 		if tt.want {
-			assert.Equal(t, 4, got.Remaining)
+			if got, want := got.Remaining, 4; got != want {
+				t.Errorf("got.Remaining: got %v, want %v", got, want)
+			}
 		}
 	}
 }
@@ -544,8 +698,12 @@ func TestHandlerAllocations(t *testing.T) {
 	if least > 144 {
 		t.Errorf("allowed: %d bytes allocated per request, want at most 144", least)
 	}
-	require.Equal(t, http.StatusOK, w.status)
-	assert.Equal(t, `"default";r=40;t=1`, w.h.Get("RateLimit"))
+	if got, want := w.status, http.StatusOK; got != want {
+		t.Fatalf("w.status: got %v, want %v", got, want)
+	}
+	if got, want := w.h.Get("RateLimit"), `"default";r=40;t=1`; got != want {
+		t.Errorf("w.h.Get(\"RateLimit\"): got %v, want %v", got, want)
+	}
 
 	step = 0
 	for w.status != http.StatusTooManyRequests {
@@ -554,8 +712,12 @@ func TestHandlerAllocations(t *testing.T) {
 	if got := testing.AllocsPerRun(100, serve); got > 3 {
 		t.Errorf("rejected: %.0f allocations per request, want at most 3", got)
 	}
-	assert.Equal(t, "1", w.h.Get("Retry-After"))
-	assert.Equal(t, `"default";r=0;t=1`, w.h.Get("RateLimit"))
+	if got, want := w.h.Get("Retry-After"), "1"; got != want {
+		t.Errorf("w.h.Get(\"Retry-After\"): got %v, want %v", got, want)
+	}
+	if got, want := w.h.Get("RateLimit"), `"default";r=0;t=1`; got != want {
+		t.Errorf("w.h.Get(\"RateLimit\"): got %v, want %v", got, want)
+	}
 }
 
 // A cost the store cannot count is the request's fault, not the store's:

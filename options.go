@@ -267,9 +267,9 @@ func WithDryRun() Option {
 // WithResultInContext puts each decision in the request's context, where
 // the wrapped handler reads it with FromContext (to show callers their
 // standing, say). It costs a copy of the request per request
-// (Request.WithContext), about a third of the middleware's own time, so it
-// is off by default: headers, hooks and the denied handler receive the
-// decision without it.
+// (Request.WithContext), a large share of the middleware's own time (see
+// the README), so it is off by default: headers, hooks and the denied
+// handler receive the decision without it.
 func WithResultInContext() Option {
 	return limiterOption("WithResultInContext", func(c *config) { c.inContext = true })
 }

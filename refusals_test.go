@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -72,6 +73,12 @@ func TestRefusalsMatchTheLockedPath(t *testing.T) {
 			})
 		}
 		set := mustSet(t, ps...)
+		// Keys whose refusals share no slot, so that forgetting one
+		// does not forget the other.
+		twinKey := "twin"
+		for i := 0; s.hash(&entry{key: twinKey, set: set.p})&(refusalSlots-1) == s.hash(&entry{key: "remembered", set: set.p})&(refusalSlots-1); i++ {
+			twinKey = fmt.Sprint("twin-", i)
+		}
 		hits := uint64(0)
 		for step := range 400 {
 			if rng.IntN(3) == 0 {
@@ -89,13 +96,13 @@ func TestRefusalsMatchTheLockedPath(t *testing.T) {
 				hits = h
 			}
 			// Forget the twin's refusal, if any, so that it takes the lock.
-			twin, _ := findEntry(s, "twin", set)
+			twin, _ := findEntry(s, twinKey, set)
 			if twin != nil {
 				twin.mu.Lock()
 				s.refused.forget(s.hash(twin), twin)
 				twin.mu.Unlock()
 			}
-			locked, err := s.Take(context.Background(), "twin", set, cost)
+			locked, err := s.Take(context.Background(), twinKey, set, cost)
 			if err != nil {
 				t.Fatal(err)
 			}

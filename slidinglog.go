@@ -12,9 +12,8 @@ import (
 // A key's first instant is held inline in its state (most keys, one visit
 // from an address say, never log a second). From the second on, instants
 // live in a ring of 7-byte offsets from a base instant, the state's t:
-// 7 bytes span two years of nanoseconds, far more than any window, and at
-// 300 instants the ring fits Go's 2,304-byte size class where 8-byte
-// instants would take 2,688.
+// 7 bytes span two years of nanoseconds, as long as the longest window,
+// and cost an eighth less than whole instants.
 type slidingLog struct{}
 
 const (
