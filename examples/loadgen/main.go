@@ -13,6 +13,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +39,7 @@ type config struct {
 	maxRequests int
 	live        bool // redraw in place (a terminal)
 	profiles    []profile
+	runID       string // in every client's key; a random one if empty
 }
 
 func main() {
@@ -92,9 +95,16 @@ func run(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 	}
 	defer hc.CloseIdleConnections()
 
+	// Each run has keys of its own: a run that reused the last one's
+	// would find their windows partly spent, and call the 429s that
+	// follow unjustified.
+	runID := cfg.runID
+	if runID == "" {
+		runID = newRunID()
+	}
 	clients := make([]*client, len(cfg.profiles))
 	for i, p := range cfg.profiles {
-		clients[i] = &client{profile: p, key: demoapp.KeyPrefix + p.name}
+		clients[i] = &client{profile: p, key: clientKey(p.name, runID)}
 	}
 	var b budget
 	b.left.Store(int64(cfg.maxRequests))
@@ -133,6 +143,7 @@ loop:
 	}
 
 	rep := newReport(clients, url, elapsed)
+	rep.keys = clientKey("<client>", runID)
 	if rep.answered == 0 {
 		return rep, fmt.Errorf("loadgen: no answers from %s to %d requests: start the demo (go -C examples run ./demo) or pass -self", url, rep.requests)
 	}
@@ -141,6 +152,18 @@ loop:
 	}
 	rep.print(out)
 	return rep, nil
+}
+
+// newRunID returns 8 random hex digits.
+func newRunID() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// clientKey returns the API key of the client named name in run runID.
+func clientKey(name, runID string) string {
+	return demoapp.KeyPrefix + name + "-" + runID
 }
 
 // startDemo serves the demo on a free loopback port until stop is called.
