@@ -7,6 +7,14 @@
 //	go -C examples run ./loadgen -self            # starts the demo in-process
 //	go -C examples run ./loadgen -addr 127.0.0.1:8080
 //
+// On a terminal it redraws a live view in place every second: a bar per
+// client of the last second's allowed requests ('#') and limited ones
+// ('.'), and the totals. When its output is not a terminal (piped,
+// redirected, in CI), or with -plain, it prints one line a second instead,
+// with the numbers rather than bars, 200s/429s in that second per client:
+//
+//	3s  calm 3/0  steady 8/0  eager 10/20  bursty 0/0   (200/429 in that second)
+//
 // Its requests are bounded by -duration and -max-requests, and go to
 // -addr only, which should be a loopback address.
 package main
