@@ -3,19 +3,19 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 )
 
 // report is the summary of a run and its exactness check.
 type report struct {
-	url                    string
-	keys                   string // the clients' API keys, as a pattern
-	elapsed                time.Duration
-	requests, answered     int
-	rttP50, rttP99, rttMax time.Duration
-	clients                []clientReport
+	url                string
+	keys               string // the clients' API keys, as a pattern
+	elapsed            time.Duration
+	requests, answered int
+	rtt                latency // the polite clients' round trips
+	clients            []clientReport
+	flood              *floodReport // with -flood
 }
 
 // clientReport is one client's summary.
@@ -44,10 +44,14 @@ func newReport(clients []*client, url string, elapsed time.Duration) *report {
 		r.requests += len(c.ok) + len(c.rejected) + c.errs
 		r.answered += len(c.ok) + len(c.rejected)
 		for _, s := range c.ok {
-			rtts = append(rtts, s.recv-s.sent)
+			if !c.flood {
+				rtts = append(rtts, s.recv-s.sent)
+			}
 		}
 		for _, s := range c.rejected {
-			rtts = append(rtts, s.recv-s.sent)
+			if !c.flood {
+				rtts = append(rtts, s.recv-s.sent)
+			}
 		}
 		ps, err := parsePolicies(c.policies)
 		if c.policies == "" {
@@ -67,12 +71,7 @@ func newReport(clients []*client, url string, elapsed time.Duration) *report {
 		c.mu.Unlock()
 		r.clients = append(r.clients, cr)
 	}
-	if len(rtts) > 0 {
-		slices.Sort(rtts)
-		r.rttP50 = rtts[len(rtts)/2]
-		r.rttP99 = rtts[len(rtts)*99/100]
-		r.rttMax = rtts[len(rtts)-1]
-	}
+	r.rtt = summarize(rtts)
 	return r
 }
 
@@ -119,8 +118,13 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(out, "\nSummary: %d requests (%d answered) in %.1fs over TCP to %s\n",
 		r.requests, r.answered, r.elapsed.Seconds(), r.url)
 	fmt.Fprintf(out, "client keys: %s\n", r.keys)
-	fmt.Fprintf(out, "round trip: p50 %v, p99 %v, max %v\n\n",
-		r.rttP50.Round(time.Microsecond), r.rttP99.Round(time.Microsecond), r.rttMax.Round(time.Microsecond))
+	if r.flood == nil {
+		fmt.Fprintf(out, "round trip: %v\n\n", r.rtt)
+	} else {
+		fmt.Fprintf(out, "round trip of the polite clients: %v\n", r.rtt)
+		r.flood.print(out)
+		fmt.Fprintln(out)
+	}
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "client\tpattern\t200\t429\terr\tpolicy\tmost 200s in one window\tlimit\tverdict\tunjustified 429s")
