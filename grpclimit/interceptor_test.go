@@ -379,3 +379,33 @@ func TestHeadersOption(t *testing.T) {
 		}
 	}
 }
+
+// TestPlansByMethod gives each method its own plan, chosen from the
+// request's path, which is the call's full method.
+func TestPlansByMethod(t *testing.T) {
+	l := newLimiter(t, 3, time.Minute, ratelimit.KeyByHeader("X-API-Key"), frozen,
+		ratelimit.WithPlans(func(r *http.Request, _ string) string {
+			if r.URL.Path == sayMethod {
+				return "say"
+			}
+			return ""
+		}, map[string][]ratelimit.Policy{"say": {{Name: "say", Limit: 1, Window: time.Second}}}))
+	cc := server{l: l}.serveBufconn(t)
+	ctx := withKey(context.Background(), "alice")
+
+	var header metadata.MD
+	if _, err := say(ctx, cc, "hi", grpc.Header(&header)); err != nil {
+		t.Fatalf("first Say: %v", err)
+	}
+	if got := header.Get("ratelimit-policy"); len(got) != 1 || got[0] != `"say";q=1;w=1` {
+		t.Errorf("Say's ratelimit-policy %q, want the say plan's", got)
+	}
+	_, err := say(ctx, cc, "hi")
+	if _, qf := refusalDetails(status.Convert(err)); qf == nil || qf.GetViolations()[0].GetDescription() != "at most 1 in any 1 s window" {
+		t.Errorf("second Say: %v with QuotaFailure %v, want refused by the say plan's policy", err, qf)
+	}
+	hc := healthpb.NewHealthClient(cc)
+	if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Errorf("health check on the default plan: %v, want OK", err)
+	}
+}
