@@ -36,13 +36,14 @@ func TestRunWithFlood(t *testing.T) {
 	if fr.limited == 0 || fr.ok == 0 || fr.requests != fr.ok+fr.limited {
 		t.Errorf("flood: %d requests, %d allowed, %d limited; want both, and no errors", fr.requests, fr.ok, fr.limited)
 	}
-	// calm sends at 0, 100ms, ..., 900ms: five before the flood, and five
-	// after, while it still floods unless it ran out of requests.
-	if fr.without.n != 5 {
-		t.Errorf("%d polite requests measured without the flood, want 5", fr.without.n)
+	// calm sends at 0, 100ms, ..., 900ms: about five before the flood and
+	// five under it (TestCompareFlood checks the split exactly; here a
+	// loaded machine may delay a send across the flood's start).
+	if fr.without.n < 1 || fr.without.n+fr.with.n > 10 {
+		t.Errorf("%d polite requests measured without the flood and %d under it, want some before, and 10 at most in all", fr.without.n, fr.with.n)
 	}
-	if !fr.spent && fr.with.n != 5 {
-		t.Errorf("%d polite requests measured under the flood, want 5", fr.with.n)
+	if !fr.spent && fr.with.n < 1 {
+		t.Errorf("no polite request measured under the flood, which ran to the end")
 	}
 	byName := map[string]clientReport{}
 	for _, c := range rep.clients {
