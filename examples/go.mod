@@ -4,6 +4,8 @@ go 1.26.0
 
 replace github.com/slidelog/ratelimit => ../
 
+replace github.com/slidelog/ratelimit/grpclimit => ../grpclimit
+
 require (
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/gorilla/mux v1.8.1
@@ -11,8 +13,10 @@ require (
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/labstack/echo/v5 v5.4.4
 	github.com/prometheus/client_golang v1.25.0
-	github.com/slidelog/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/slidelog/ratelimit v0.1.0
+	github.com/slidelog/ratelimit/grpclimit v0.1.0
 	gonum.org/v1/plot v0.17.0
+	google.golang.org/grpc v1.84.0
 )
 
 require (
@@ -41,5 +45,6 @@ require (
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260706201446-f0a921348800 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

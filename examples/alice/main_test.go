@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/examples/internal/maintest"
 	"github.com/slidelog/ratelimit/examples/internal/routetest"
 )
 
@@ -32,4 +33,10 @@ func TestChains(t *testing.T) {
 		{Path: "/api/hello", Header: alice, Status: 429, Want: with(routetest.Limited(3))},
 		{Path: "/api/hello", Header: map[string]string{"X-API-Key": "bob"}, Status: 200, Want: with(routetest.Allowed(3, 2))},
 	})
+}
+
+// TestMainFailsOnTakenPort runs the example as a person would, on a port
+// already in use: it must exit non-zero, without claiming to listen.
+func TestMainFailsOnTakenPort(t *testing.T) {
+	maintest.FailsOnTakenPort(t, main, "-addr")
 }

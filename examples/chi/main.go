@@ -42,7 +42,7 @@ func main() {
 	defer login.Close()
 
 	if err := serve.Run(*addr, newRouter(site, api, login)); err != nil {
-		log.Print(err)
+		log.Fatal(err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/examples/internal/maintest"
 	"github.com/slidelog/ratelimit/examples/internal/routetest"
 )
 
@@ -51,4 +52,10 @@ func TestSiteLimitCoversEveryRoute(t *testing.T) {
 		{Path: "/api/hello", Header: map[string]string{"X-API-Key": "alice"}, Status: 429, Want: routetest.Limited(2)},
 		{Method: "POST", Path: "/login", Status: 429, Want: routetest.Limited(2)},
 	})
+}
+
+// TestMainFailsOnTakenPort runs the example as a person would, on a port
+// already in use: it must exit non-zero, without claiming to listen.
+func TestMainFailsOnTakenPort(t *testing.T) {
+	maintest.FailsOnTakenPort(t, main, "-addr")
 }

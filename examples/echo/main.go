@@ -34,7 +34,7 @@ func main() {
 	defer perKey.Close()
 
 	if err := serve.Run(*addr, newEcho(perIP, perKey)); err != nil {
-		log.Print(err)
+		log.Fatal(err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/examples/internal/maintest"
 	"github.com/slidelog/ratelimit/examples/internal/routetest"
 )
 
@@ -26,4 +27,10 @@ func TestEchoMiddleware(t *testing.T) {
 		{Path: "/", Status: 429, Want: routetest.Limited(6)},
 		{Path: "/api/hello", Header: map[string]string{"X-API-Key": "bob"}, Status: 429, Want: routetest.Limited(6)},
 	})
+}
+
+// TestMainFailsOnTakenPort runs the example as a person would, on a port
+// already in use: it must exit non-zero, without claiming to listen.
+func TestMainFailsOnTakenPort(t *testing.T) {
+	maintest.FailsOnTakenPort(t, main, "-addr")
 }

@@ -5,7 +5,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"log"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/examples/internal/serve"
 )
 
 func main() {
@@ -33,10 +33,10 @@ func main() {
 	}
 	defer perKey.Close()
 
-	// Start serves until SIGINT or SIGTERM, then shuts down gracefully.
-	e := newEcho(perIP, perKey)
-	if err := e.Start(*addr); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Print(err)
+	// serve.Run rather than e.Start, which logs a bind error and exits
+	// 0: Run binds first, and says it listens only once it does.
+	if err := serve.Run(*addr, newEcho(perIP, perKey)); err != nil {
+		log.Fatal(err)
 	}
 }
 

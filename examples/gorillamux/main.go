@@ -35,7 +35,7 @@ func main() {
 	defer perKey.Close()
 
 	if err := serve.Run(*addr, newRouter(perIP, perKey)); err != nil {
-		log.Print(err)
+		log.Fatal(err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/examples/internal/maintest"
 	"github.com/slidelog/ratelimit/examples/internal/routetest"
 )
 
@@ -29,4 +30,10 @@ func TestRouterAndSubrouterLimits(t *testing.T) {
 		// The router's limiter refuses before the subrouter's runs.
 		{Path: "/api/hello", Header: map[string]string{"X-API-Key": "bob"}, Status: 429, Want: routetest.Limited(6)},
 	})
+}
+
+// TestMainFailsOnTakenPort runs the example as a person would, on a port
+// already in use: it must exit non-zero, without claiming to listen.
+func TestMainFailsOnTakenPort(t *testing.T) {
+	maintest.FailsOnTakenPort(t, main, "-addr")
 }

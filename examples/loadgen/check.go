@@ -84,21 +84,22 @@ func policyName(v string) string {
 
 // certainMax returns the most allowed requests certainly decided inside
 // one window of length w: sent after t-w and received by t, for the worst
-// t. Each request counts for t in [recv, sent+w), so the maximum is
-// reached at some recv.
-func certainMax(ok []span, w time.Duration) int {
-	best := 0
+// t, which it returns too. Each request counts for t in [recv, sent+w), so
+// the maximum is reached at some recv.
+func certainMax(ok []span, w time.Duration) (n int, at time.Duration) {
 	for _, a := range ok {
 		t := a.recv
-		n := 0
+		c := 0
 		for _, b := range ok {
 			if b.recv <= t && b.sent > t-w {
-				n++
+				c++
 			}
 		}
-		best = max(best, n)
+		if c > n {
+			n, at = c, t
+		}
 	}
-	return best
+	return n, at
 }
 
 // possibleMax returns the most allowed requests that may have been decided
@@ -124,20 +125,19 @@ func possibleAt(ok []span, t, w time.Duration) int {
 	return n
 }
 
-// justified reports whether a 429 whose round trip was r could have been
-// right under p: at some instant t of it, limit allowed requests may have
-// been decided in (t-w, t]. The possible count only grows at a send, so
-// the instants worth trying are r.sent and the sends during r.
-func justified(ok []span, r span, p policy) bool {
-	if possibleAt(ok, r.sent, p.window) >= p.limit {
-		return true
-	}
+// mostPossible returns the most allowed requests that may have been
+// decided in p's window (t-w, t] at some instant t of the round trip r: a
+// 429 under p is justified if that reaches p's limit. The
+// possible count only grows at a send, so the instants worth trying are
+// r.sent and the sends during r.
+func mostPossible(ok []span, r span, p policy) int {
+	best := possibleAt(ok, r.sent, p.window)
 	for _, b := range ok {
-		if b.sent > r.sent && b.sent <= r.recv && possibleAt(ok, b.sent, p.window) >= p.limit {
-			return true
+		if b.sent > r.sent && b.sent <= r.recv {
+			best = max(best, possibleAt(ok, b.sent, p.window))
 		}
 	}
-	return false
+	return best
 }
 
 // limited is a 429 and the policy its RateLimit header named.
@@ -146,21 +146,44 @@ type limited struct {
 	policy string
 }
 
+// unfair is a 429 that no policy could justify, and why: the policy it
+// named (or, naming none known, the one closest to full) held at most
+// possible allowed requests in its window during the round trip, fewer
+// than its limit.
+type unfair struct {
+	limited
+	against  policy
+	possible int
+}
+
 // unjustified counts the 429s that no policy could justify: those naming a
-// policy it cannot justify, or naming none that any policy can.
-func unjustified(ok []span, rejected []limited, ps []policy) int {
-	n := 0
+// policy it cannot justify, or naming none that any policy can. It
+// returns the first of them too.
+func unjustified(ok []span, rejected []limited, ps []policy) (n int, first unfair) {
 	for _, r := range rejected {
-		i := slices.IndexFunc(ps, func(p policy) bool { return p.name == r.policy })
-		var fair bool
-		if i >= 0 {
-			fair = justified(ok, r.span, ps[i])
+		var u unfair
+		fair := false
+		if i := slices.IndexFunc(ps, func(p policy) bool { return p.name == r.policy }); i >= 0 {
+			u = unfair{r, ps[i], mostPossible(ok, r.span, ps[i])}
+			fair = u.possible >= ps[i].limit
 		} else {
-			fair = slices.ContainsFunc(ps, func(p policy) bool { return justified(ok, r.span, p) })
+			for j, p := range ps {
+				m := mostPossible(ok, r.span, p)
+				if m >= p.limit {
+					fair = true
+					break
+				}
+				if j == 0 || m-p.limit > u.possible-u.against.limit {
+					u = unfair{r, p, m}
+				}
+			}
 		}
 		if !fair {
+			if n == 0 {
+				first = u
+			}
 			n++
 		}
 	}
-	return n
+	return n, first
 }

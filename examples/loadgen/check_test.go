@@ -96,7 +96,7 @@ func TestWindowBounds(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		if got := certainMax(tc.ok, w); got != tc.wantCertain {
+		if got, _ := certainMax(tc.ok, w); got != tc.wantCertain {
 			t.Errorf("%s: certainMax = %d, want %d", tc.name, got, tc.wantCertain)
 		}
 		if got := possibleMax(tc.ok, w); got != tc.wantPossible {
@@ -128,7 +128,7 @@ func TestUnjustified(t *testing.T) {
 		{name: "unnamed, none full", rejected: []limited{{at(700*ms, ms), ""}}, ps: []policy{{"default", 3, time.Second}, q}, want: 1},
 	}
 	for _, tc := range tests {
-		if got := unjustified(ok, tc.rejected, tc.ps); got != tc.want {
+		if got, _ := unjustified(ok, tc.rejected, tc.ps); got != tc.want {
 			t.Errorf("%s: unjustified = %d, want %d", tc.name, got, tc.want)
 		}
 	}

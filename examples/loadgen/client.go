@@ -10,16 +10,20 @@ import (
 	"time"
 )
 
-// profile is how a simulated client sends: a steady rate, or a burst of
-// requests at once every period.
+// profile is how a simulated client sends: a steady rate, a burst of
+// requests at once every period, or, for the flood, as fast as it can.
 type profile struct {
 	name  string
 	rate  float64       // requests per second, for a steady client
 	burst int           // requests sent at once, for a bursty client
 	every time.Duration // between bursts
+	flood bool          // floodWorkers requests in flight, each sent when the last is answered
 }
 
 func (p profile) String() string {
+	if p.flood {
+		return fmt.Sprintf("flat out, %d in flight", floodWorkers)
+	}
 	if p.burst > 0 {
 		return fmt.Sprintf("%d at once every %v", p.burst, p.every)
 	}
@@ -34,6 +38,14 @@ var profiles = []profile{
 	{name: "steady", rate: 8},
 	{name: "eager", rate: 30},
 	{name: "bursty", burst: 25, every: 4 * time.Second},
+}
+
+// schedule returns how often p sends, and how many requests each time.
+func (p profile) schedule() (step time.Duration, n int) {
+	if p.burst > 0 {
+		return p.every, p.burst
+	}
+	return time.Duration(float64(time.Second) / max(p.rate, 1e-9)), 1
 }
 
 // counts are the responses received in one second.
@@ -83,10 +95,7 @@ func (c *client) drive(ctx context.Context, hc *http.Client, url string, start, 
 		return true
 	}
 
-	step, n := time.Duration(float64(time.Second)/max(c.rate, 1e-9)), 1
-	if c.burst > 0 {
-		step, n = c.every, c.burst
-	}
+	step, n := c.schedule()
 	for at := start; at.Before(end); at = at.Add(step) {
 		if !waitUntil(ctx, at) {
 			return

@@ -7,12 +7,32 @@
 //	go -C examples run ./loadgen -self            # starts the demo in-process
 //	go -C examples run ./loadgen -addr 127.0.0.1:8080
 //
+// On a terminal it redraws a live view in place every second: a bar per
+// client of the last second's allowed requests ('#') and limited ones
+// ('.'), and the totals. When its output is not a terminal (piped,
+// redirected, in CI), or with -plain, it prints one line a second instead,
+// with the numbers rather than bars, 200s/429s in that second per client:
+//
+//	3s  calm 3/0  steady 8/0  eager 10/20  bursty 0/0   (200/429 in that second)
+//
+// With -flood, another client joins halfway through -duration: the flood,
+// one key sending as fast as the server answers (16 requests in flight),
+// until -duration ends or its share of -max-requests runs out: what the
+// polite clients' schedules leave, of 300000 by default with -flood. The
+// summary then compares the polite clients' round trips, p50 and p99,
+// sent without the flood and under it; the flood's 429s go through the
+// same exactness check as every client's.
+//
+//	go -C examples run ./loadgen -self -flood
+//
 // Its requests are bounded by -duration and -max-requests, and go to
 // -addr only, which should be a loopback address.
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +57,8 @@ type config struct {
 	maxRequests int
 	live        bool // redraw in place (a terminal)
 	profiles    []profile
+	flood       bool   // add the flood client for the second half
+	runID       string // in every client's key; a random one if empty
 }
 
 func main() {
@@ -45,10 +67,14 @@ func main() {
 	flag.BoolVar(&cfg.self, "self", false, "start the demo server in-process instead of using -addr")
 	flag.StringVar(&cfg.path, "path", "/api/v1/hello", "path to request (an API-key route of the demo)")
 	flag.DurationVar(&cfg.duration, "duration", 15*time.Second, "how long to send requests")
-	flag.IntVar(&cfg.maxRequests, "max-requests", 20000, "most requests to send in all")
+	flag.IntVar(&cfg.maxRequests, "max-requests", 20000, fmt.Sprintf("most requests to send in all (%d with -flood, unless given)", floodMaxRequests))
+	flag.BoolVar(&cfg.flood, "flood", false, "in the second half of -duration, add a client that floods one key as fast as it can, and compare the other clients' latency without and with it")
 	plain := flag.Bool("plain", false, "print one line a second instead of redrawing (the default when not on a terminal)")
 	flag.Parse()
 	cfg.live = !*plain && isTerminal(os.Stdout)
+	if cfg.flood && !flagSet("max-requests") {
+		cfg.maxRequests = floodMaxRequests
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -59,6 +85,13 @@ func main() {
 	if !rep.ok() {
 		os.Exit(1)
 	}
+}
+
+// flagSet reports whether the flag named name was given.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func isTerminal(f *os.File) bool {
@@ -82,32 +115,52 @@ func run(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 	}
 	url := "http://" + addr + cfg.path
 
+	// Each run has keys of its own: a run that reused the last one's
+	// would find their windows partly spent, and call the 429s that
+	// follow unjustified.
+	runID := cfg.runID
+	if runID == "" {
+		runID = newRunID()
+	}
+	clients := make([]*client, len(cfg.profiles))
+	for i, p := range cfg.profiles {
+		clients[i] = &client{profile: p, key: clientKey(p.name, runID)}
+	}
+	// The polite clients' budget is what their schedules need, within
+	// -max-requests; the flood gets the rest, so it never starves them.
+	var polite, flood budget
+	polite.left.Store(int64(min(cfg.maxRequests, politeDemand(cfg.profiles, cfg.duration))))
+	var fc *client
+	if cfg.flood {
+		fc = &client{profile: floodProfile, key: clientKey(floodProfile.name, runID)}
+		clients = append(clients, fc)
+		flood.left.Store(int64(cfg.maxRequests) - polite.left.Load())
+	}
+
 	hc := &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
 			Proxy:               nil, // loopback only: never through a proxy from the environment
-			MaxIdleConnsPerHost: maxInFlight * len(cfg.profiles),
+			MaxIdleConnsPerHost: maxInFlight * len(clients),
 			IdleConnTimeout:     30 * time.Second,
 		},
 	}
 	defer hc.CloseIdleConnections()
-
-	clients := make([]*client, len(cfg.profiles))
-	for i, p := range cfg.profiles {
-		clients[i] = &client{profile: p, key: demoapp.KeyPrefix + p.name}
-	}
-	var b budget
-	b.left.Store(int64(cfg.maxRequests))
 	d := &display{out: out, live: cfg.live, url: url, clients: clients, duration: cfg.duration}
 
 	start := time.Now()
 	end := start.Add(cfg.duration)
+	floodFrom := cfg.duration / 2
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
 		var wg sync.WaitGroup
 		for _, c := range clients {
-			wg.Go(func() { c.drive(ctx, hc, url, start, end, &b) })
+			if c == fc {
+				wg.Go(func() { c.floodDrive(ctx, hc, url, start, start.Add(floodFrom), end, &flood) })
+				continue
+			}
+			wg.Go(func() { c.drive(ctx, hc, url, start, end, &polite) })
 		}
 		wg.Wait()
 	}()
@@ -133,6 +186,10 @@ loop:
 	}
 
 	rep := newReport(clients, url, elapsed)
+	rep.keys = clientKey("<client>", runID)
+	if fc != nil {
+		rep.flood = compareFlood(clients, fc, floodFrom, flood.left.Load() <= 0)
+	}
 	if rep.answered == 0 {
 		return rep, fmt.Errorf("loadgen: no answers from %s to %d requests: start the demo (go -C examples run ./demo) or pass -self", url, rep.requests)
 	}
@@ -141,6 +198,18 @@ loop:
 	}
 	rep.print(out)
 	return rep, nil
+}
+
+// newRunID returns 8 random hex digits.
+func newRunID() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// clientKey returns the API key of the client named name in run runID.
+func clientKey(name, runID string) string {
+	return demoapp.KeyPrefix + name + "-" + runID
 }
 
 // startDemo serves the demo on a free loopback port until stop is called.

@@ -91,3 +91,36 @@ func TestRunStopsAtMaxRequests(t *testing.T) {
 		t.Errorf("sent %d requests, want -max-requests 7", rep.requests)
 	}
 }
+
+// TestRunTwiceAgainstOneDemo runs twice within one window against the same
+// demo, as a person does who runs the load generator again: each run must
+// use keys of its own, or the second finds the first's windows spent and
+// calls its 429s unjustified.
+func TestRunTwiceAgainstOneDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives real TCP for 2 s")
+	}
+	addr, stop, err := startDemo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var keys []string
+	for i := range 2 {
+		var out strings.Builder
+		rep, err := run(context.Background(), config{
+			addr: addr, path: "/api/v1/hello", duration: time.Second, maxRequests: 500,
+			profiles: []profile{{name: "eager", rate: 40}},
+		}, &out)
+		if err != nil {
+			t.Fatalf("run %d: %v\n%s", i+1, err, out.String())
+		}
+		if !rep.ok() {
+			t.Errorf("run %d found the demo inexact:\n%s", i+1, out.String())
+		}
+		keys = append(keys, rep.keys)
+	}
+	if keys[0] == keys[1] {
+		t.Errorf("both runs used the keys %s, want keys of their own", keys[0])
+	}
+}

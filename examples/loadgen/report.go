@@ -3,18 +3,19 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 )
 
 // report is the summary of a run and its exactness check.
 type report struct {
-	url                    string
-	elapsed                time.Duration
-	requests, answered     int
-	rttP50, rttP99, rttMax time.Duration
-	clients                []clientReport
+	url                string
+	keys               string // the clients' API keys, as a pattern
+	elapsed            time.Duration
+	requests, answered int
+	rtt                latency // the polite clients' round trips
+	clients            []clientReport
+	flood              *floodReport // with -flood
 }
 
 // clientReport is one client's summary.
@@ -22,14 +23,16 @@ type clientReport struct {
 	name, pattern     string
 	ok, limited, errs int
 	checks            []policyCheck
-	unjustified       int   // 429s no policy could justify; -1 when unknown
-	policyErr         error // the RateLimit-Policy header could not be read
+	unjustified       int    // 429s no policy could justify; -1 when unknown
+	firstUnfair       unfair // the first of them
+	policyErr         error  // the RateLimit-Policy header could not be read
 }
 
 // policyCheck is one policy's bounds on the most 200s in one window.
 type policyCheck struct {
 	policy            policy
 	certain, possible int
+	certainAt         time.Duration // the end of a window holding certain
 }
 
 func newReport(clients []*client, url string, elapsed time.Duration) *report {
@@ -41,10 +44,14 @@ func newReport(clients []*client, url string, elapsed time.Duration) *report {
 		r.requests += len(c.ok) + len(c.rejected) + c.errs
 		r.answered += len(c.ok) + len(c.rejected)
 		for _, s := range c.ok {
-			rtts = append(rtts, s.recv-s.sent)
+			if !c.flood {
+				rtts = append(rtts, s.recv-s.sent)
+			}
 		}
 		for _, s := range c.rejected {
-			rtts = append(rtts, s.recv-s.sent)
+			if !c.flood {
+				rtts = append(rtts, s.recv-s.sent)
+			}
 		}
 		ps, err := parsePolicies(c.policies)
 		if c.policies == "" {
@@ -52,57 +59,72 @@ func newReport(clients []*client, url string, elapsed time.Duration) *report {
 		}
 		cr.policyErr = err
 		for _, p := range ps {
-			cr.checks = append(cr.checks, policyCheck{p, certainMax(c.ok, p.window), possibleMax(c.ok, p.window)})
+			certain, at := certainMax(c.ok, p.window)
+			cr.checks = append(cr.checks, policyCheck{p, certain, possibleMax(c.ok, p.window), at})
 		}
 		// A lost answer may have been a 200 the server counted, which
 		// could be what justified a 429: with errors, do not judge.
 		cr.unjustified = -1
 		if c.errs == 0 && err == nil {
-			cr.unjustified = unjustified(c.ok, c.rejected, ps)
+			cr.unjustified, cr.firstUnfair = unjustified(c.ok, c.rejected, ps)
 		}
 		c.mu.Unlock()
 		r.clients = append(r.clients, cr)
 	}
-	if len(rtts) > 0 {
-		slices.Sort(rtts)
-		r.rttP50 = rtts[len(rtts)/2]
-		r.rttP99 = rtts[len(rtts)*99/100]
-		r.rttMax = rtts[len(rtts)-1]
-	}
+	r.rtt = summarize(rtts)
 	return r
 }
 
-// overLimit counts the policies some client's certain count exceeds.
-func (r *report) overLimit() int {
-	n := 0
+// failures says, a line each, what the run proved wrong: which client,
+// policy and window, and which count against which limit.
+func (r *report) failures() []string {
+	var fs []string
+	if r.answered == 0 {
+		fs = append(fs, "no answers: nothing was checked")
+	}
 	for _, c := range r.clients {
+		if c.policyErr != nil {
+			fs = append(fs, fmt.Sprintf("%s: unreadable RateLimit-Policy, so nothing was checked: %v", c.name, c.policyErr))
+		}
 		for _, pc := range c.checks {
 			if pc.certain > pc.policy.limit {
-				n++
+				fs = append(fs, fmt.Sprintf("%s: policy %s admitted %d requests certainly inside the window ending at %s, over its limit of %d",
+					c.name, pc.policy, pc.certain, seconds(pc.certainAt), pc.policy.limit))
+			}
+		}
+		if c.unjustified > 0 {
+			u := c.firstUnfair
+			first := fmt.Sprintf("%s: %d of %d 429s unjustified; the first, sent at %s and answered at %s,",
+				c.name, c.unjustified, c.limited, seconds(u.sent), seconds(u.recv))
+			if u.policy == u.against.name {
+				fs = append(fs, fmt.Sprintf("%s named policy %s, whose window held at most %d 200s then, under its limit of %d",
+					first, u.against, u.possible, u.against.limit))
+			} else {
+				fs = append(fs, fmt.Sprintf("%s named policy %q, which was not advertised, and no advertised policy was full: the closest, %s, held at most %d 200s in its window then, under its limit of %d",
+					first, u.policy, u.against, u.possible, u.against.limit))
 			}
 		}
 	}
-	return n
+	return fs
 }
 
 // ok reports whether the run proved nothing wrong.
-func (r *report) ok() bool {
-	if r.answered == 0 || r.overLimit() > 0 {
-		return false
-	}
-	for _, c := range r.clients {
-		if c.policyErr != nil || c.unjustified > 0 {
-			return false
-		}
-	}
-	return true
-}
+func (r *report) ok() bool { return len(r.failures()) == 0 }
+
+// seconds formats an instant of the run, in seconds since its start.
+func seconds(d time.Duration) string { return fmt.Sprintf("%.3fs", d.Seconds()) }
 
 func (r *report) print(out io.Writer) {
 	fmt.Fprintf(out, "\nSummary: %d requests (%d answered) in %.1fs over TCP to %s\n",
 		r.requests, r.answered, r.elapsed.Seconds(), r.url)
-	fmt.Fprintf(out, "round trip: p50 %v, p99 %v, max %v\n\n",
-		r.rttP50.Round(time.Microsecond), r.rttP99.Round(time.Microsecond), r.rttMax.Round(time.Microsecond))
+	fmt.Fprintf(out, "client keys: %s\n", r.keys)
+	if r.flood == nil {
+		fmt.Fprintf(out, "round trip: %v\n\n", r.rtt)
+	} else {
+		fmt.Fprintf(out, "round trip of the polite clients: %v\n", r.rtt)
+		r.flood.print(out)
+		fmt.Fprintln(out)
+	}
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "client\tpattern\t200\t429\terr\tpolicy\tmost 200s in one window\tlimit\tverdict\tunjustified 429s")
@@ -144,9 +166,13 @@ edge of the window; it may pass the limit by those, a tolerance that shrinks
 with the round-trip time. A 429 is unjustified if no window ending during
 its round trip could already have held the limit.
 `)
-	if r.ok() {
+	fs := r.failures()
+	if len(fs) == 0 {
 		fmt.Fprintln(out, "\nRESULT: exact. No window admitted more than its limit; every 429 was due.")
-	} else {
-		fmt.Fprintf(out, "\nRESULT: FAILED. %d policies over their limit; see the table.\n", r.overLimit())
+		return
+	}
+	fmt.Fprintln(out, "\nRESULT: FAILED.")
+	for _, f := range fs {
+		fmt.Fprintln(out, "  "+f)
 	}
 }

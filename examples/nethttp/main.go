@@ -33,7 +33,7 @@ func main() {
 	defer perKey.Close()
 
 	if err := serve.Run(*addr, newMux(perIP, perKey)); err != nil {
-		log.Print(err)
+		log.Fatal(err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/examples/internal/maintest"
 	"github.com/slidelog/ratelimit/examples/internal/routetest"
 )
 
@@ -31,4 +32,10 @@ func TestPerRouteLimiters(t *testing.T) {
 		{Path: "/api/hello", Status: 400, Want: map[string]string{"Ratelimit": ""}},
 		{Path: "/healthz", Status: 200, Want: map[string]string{"Ratelimit": ""}},
 	})
+}
+
+// TestMainFailsOnTakenPort runs the example as a person would, on a port
+// already in use: it must exit non-zero, without claiming to listen.
+func TestMainFailsOnTakenPort(t *testing.T) {
+	maintest.FailsOnTakenPort(t, main, "-addr")
 }

@@ -15,6 +15,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -38,13 +39,13 @@ func main() {
 func run(dir string, out io.Writer) error {
 	sans := font.Font{Typeface: "Liberation", Variant: "Sans"}
 	plot.DefaultFont, plotter.DefaultFont = sans, sans
-	var plots [][]*plot.Plot
+	var panels []*panel
 	for _, sc := range scenarios() {
 		ss, err := simulate(sc)
 		if err != nil {
 			return err
 		}
-		plots = append(plots, []*plot.Plot{newPlot(sc, ss)})
+		panels = append(panels, newPanel(sc, ss))
 		fmt.Fprintln(out, sc.name)
 		for _, s := range ss {
 			fmt.Fprintf(out, "  %-36s admitted %2d of %2d, most in one %v window: %2d (limit %d)\n",
@@ -52,25 +53,59 @@ func run(dir string, out io.Writer) error {
 		}
 	}
 
-	const w, h = 11 * vg.Inch, 9 * vg.Inch
-	svg := vgsvg.New(w, h)
-	png := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
-	render(svg, plots)
-	render(png, plots)
+	svg := vgsvg.New(figWidth, figHeight)
+	png := vgimg.NewWith(vgimg.UseWH(figWidth, figHeight), vgimg.UseDPI(110))
+	render(svg, panels)
+	render(png, panels)
 	if err := write(filepath.Join(dir, "algorithms.svg"), svg.WriteTo); err != nil {
 		return err
 	}
 	return write(filepath.Join(dir, "algorithms.png"), vgimg.PngCanvas{Canvas: png}.WriteTo)
 }
 
-// render lays the plots out one above the other on c.
-func render(c vg.CanvasSizer, plots [][]*plot.Plot) {
-	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter,
+// The figure's size, and the width of the column the legends take on its
+// right.
+const (
+	figWidth, figHeight = 14 * vg.Inch, 9 * vg.Inch
+	legendWidth         = 3.9 * vg.Inch
+)
+
+// panel is one scenario's plot, its legend, and its series' lines in the
+// order they are drawn: a later line lies on top of an earlier one.
+type panel struct {
+	plot   *plot.Plot
+	legend plot.Legend
+	drawn  []*plotter.Line
+}
+
+// layout places the panels one above the other on dc: each plot on the
+// left, aligned with the others, and its legend in a column to its right,
+// outside the plot, so that it hides no line, gridline or label.
+func layout(dc draw.Canvas, panels []*panel) (plots, legends []draw.Canvas) {
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter,
 		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
-	canvases := plot.Align(plots, tiles, dc)
-	for i := range plots {
-		plots[i][0].Draw(canvases[i][0])
+	left := draw.Crop(dc, 0, -legendWidth, 0, 0)
+	right := draw.Crop(dc, dc.Max.X-dc.Min.X-legendWidth, 0, 0, 0)
+	ps := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		ps[i] = []*plot.Plot{p.plot}
+	}
+	for i, row := range plot.Align(ps, tiles, left) {
+		plots = append(plots, row[0])
+		// Level with the top of the plot's data area, below its title.
+		lc := tiles.At(right, 0, i)
+		lc.Max.Y = panels[i].plot.DataCanvas(row[0]).Max.Y
+		legends = append(legends, lc)
+	}
+	return plots, legends
+}
+
+// render draws the panels on c.
+func render(c vg.CanvasSizer, panels []*panel) {
+	plots, legends := layout(draw.New(c), panels)
+	for i, p := range panels {
+		p.plot.Draw(plots[i])
+		p.legend.Draw(legends[i])
 	}
 }
 
@@ -86,61 +121,73 @@ func write(path string, to func(io.Writer) (int64, error)) error {
 	return f.Close()
 }
 
-// styles of the series, by position: the reference first, the sliding log
-// drawn thickest and last so it is never hidden.
+// styles of the series, by position. Series often coincide (in the
+// burst, the sliding window counter admits exactly what the sliding log
+// does; later in the steady run the fixed window and GCRA sit at the
+// limit with it), so none may hide another: the sliding log is drawn
+// first, as a wide translucent band, and the others on top of it, thinner,
+// each in a dash of its own and nudged a fraction of a request up or down
+// (offset), so that coinciding lines run side by side within the band.
 var styles = []struct {
-	color color.Color
-	width vg.Length
-	dash  []vg.Length
+	color  color.Color
+	width  vg.Length
+	dash   []vg.Length
+	offset float64 // in requests
+	order  int     // drawing order: higher is on top
 }{
-	{color.RGBA{R: 230, G: 120, B: 20, A: 255}, 2, nil},                                       // fixed window
-	{color.RGBA{R: 20, G: 90, B: 200, A: 255}, 3.5, nil},                                      // sliding log
-	{color.RGBA{R: 40, G: 160, B: 80, A: 255}, 1.6, []vg.Length{vg.Points(6), vg.Points(3)}},  // sliding window counter
-	{color.RGBA{R: 150, G: 60, B: 170, A: 255}, 1.6, []vg.Length{vg.Points(2), vg.Points(2)}}, // GCRA
+	{color.NRGBA{R: 230, G: 120, B: 20, A: 255}, 2, nil, 0, 1},                                           // fixed window
+	{color.NRGBA{R: 30, G: 100, B: 220, A: 110}, 10, nil, 0, 0},                                          // sliding log
+	{color.NRGBA{R: 0, G: 130, B: 60, A: 255}, 2, []vg.Length{vg.Points(7), vg.Points(4)}, -0.3, 3},      // sliding window counter
+	{color.NRGBA{R: 150, G: 60, B: 170, A: 255}, 2, []vg.Length{vg.Points(1.5), vg.Points(2.5)}, 0.3, 2}, // GCRA
 }
 
-var limitColor = color.RGBA{R: 210, G: 30, B: 30, A: 255}
+// overColor shades what lies over the limit.
+var overColor = color.NRGBA{R: 220, G: 40, B: 40, A: 40}
 
-// newPlot draws one scenario: each series' trailing-window count as a
-// step line, the limit, and the arrivals along the bottom.
-func newPlot(sc scenario, ss []series) *plot.Plot {
+// newPanel draws one scenario: each series' trailing-window count as a
+// step line, the region over the limit shaded, and the arrivals along the
+// bottom.
+func newPanel(sc scenario, ss []series) *panel {
 	p := plot.New()
 	p.Title.Text = sc.name
 	p.Title.TextStyle.Font.Size = font.Length(13)
 	p.X.Label.Text = "time (s)"
 	p.Y.Label.Text = fmt.Sprintf("admitted in the last %v", window)
 	p.X.Min, p.X.Max = 0, horizon.Seconds()
-	p.Y.Min, p.Y.Max = -2, 2*limit+9
+	p.Y.Min, p.Y.Max = -2, 2*limit+4
 	p.X.Tick.Marker = plot.ConstantTicks(ticks(0, horizon.Seconds(), 5, 10))
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks(0, 2*limit, 2, limit))
-	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs, p.Legend.YOffs = vg.Millimeter*2, -vg.Millimeter
-	p.Legend.TextStyle.Font.Size = font.Length(11)
+	leg := plot.NewLegend()
+	leg.Top, leg.Left = true, true
+	leg.TextStyle.Font.Size = font.Length(11)
+	leg.ThumbnailWidth = vg.Points(36)
+	leg.Padding = vg.Points(5)
 
-	lim, _ := plotter.NewLine(plotter.XYs{{X: 0, Y: limit}, {X: horizon.Seconds(), Y: limit}})
-	lim.Color, lim.Width, lim.Dashes = limitColor, 1.5, []vg.Length{vg.Points(8), vg.Points(4)}
-	p.Add(lim)
-	p.Legend.Add(fmt.Sprintf("limit: %d per %v", limit, window), lim)
+	over, _ := plotter.NewPolygon(plotter.XYs{{X: 0, Y: limit}, {X: horizon.Seconds(), Y: limit}, {X: horizon.Seconds(), Y: p.Y.Max}, {X: 0, Y: p.Y.Max}})
+	over.Color, over.LineStyle.Width = overColor, 0
+	p.Add(over, plotter.NewGrid())
 
-	// Draw the sliding log last, on top; list the legend in order.
-	order := []int{0, 2, 3, 1}
 	lines := make([]*plotter.Line, len(ss))
 	for i, s := range ss {
-		l, _ := plotter.NewLine(stepXYs(trailing(s.admitted, window)))
-		l.StepStyle = plotter.PostStep
 		st := styles[i%len(styles)]
+		xys := stepXYs(trailing(s.admitted, window))
+		for j := range xys {
+			xys[j].Y += st.offset
+		}
+		l, _ := plotter.NewLine(xys)
+		l.StepStyle = plotter.PostStep
 		l.Color, l.Width, l.Dashes = st.color, st.width, st.dash
 		lines[i] = l
+		leg.Add(fmt.Sprintf("%s: at most %d", s.name, s.max), l)
 	}
-	for _, i := range order {
-		if i < len(lines) {
-			p.Add(lines[i])
-		}
+	drawn := slices.Clone(lines)
+	slices.SortStableFunc(drawn, func(a, b *plotter.Line) int {
+		return styles[slices.Index(lines, a)%len(styles)].order - styles[slices.Index(lines, b)%len(styles)].order
+	})
+	for _, l := range drawn {
+		p.Add(l)
 	}
-	for i, s := range ss {
-		p.Legend.Add(fmt.Sprintf("%s: at most %d", s.name, s.max), lines[i])
-	}
+	leg.Add(fmt.Sprintf("over the limit of %d per %v", limit, window), over)
 
 	sent := make(plotter.XYs, len(sc.arrivals))
 	for i, t := range sc.arrivals {
@@ -149,8 +196,8 @@ func newPlot(sc scenario, ss []series) *plot.Plot {
 	dots, _ := plotter.NewScatter(sent)
 	dots.GlyphStyle = draw.GlyphStyle{Color: color.Gray{Y: 90}, Radius: vg.Points(1.6), Shape: draw.CircleGlyph{}}
 	p.Add(dots)
-	p.Legend.Add("requests sent", dots)
-	return p
+	leg.Add("requests sent", dots)
+	return &panel{plot: p, legend: leg, drawn: drawn}
 }
 
 // stepXYs turns steps into points for a post-step line that runs to the

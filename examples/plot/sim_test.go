@@ -177,3 +177,35 @@ func TestRunWritesPictures(t *testing.T) {
 		t.Errorf("summary lacks the sliding log:\n%s", out.String())
 	}
 }
+
+// TestCounterBurstThenGreedy replays what the README says of the sliding
+// window counter: the top scenario's burst keeps it at the limit, but a
+// client that goes on sending after such a burst is admitted more than the
+// limit in one rolling window, while the estimate sheds the burst's weight.
+func TestCounterBurstThenGreedy(t *testing.T) {
+	burst := every(9*time.Second, 100*time.Millisecond, limit)
+	greedy := slices.Concat(burst, every(window, 10*time.Millisecond, 1000))
+	for _, tc := range []struct {
+		name     string
+		arrivals []time.Duration
+		over     bool
+	}{
+		{"burst, then a burst after the boundary", slices.Concat(burst, every(window, 100*time.Millisecond, limit)), false},
+		{"burst, then greedy", greedy, true},
+	} {
+		ad, err := newLimiterAdmitter(ratelimit.SlidingWindowCounter, limit, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admitted, err := replay(ad, tc.arrivals)
+		ad.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := maxTrailing(admitted, window)
+		t.Logf("%s: at most %d in one window", tc.name, m)
+		if (m > limit) != tc.over {
+			t.Errorf("%s: at most %d in one window, want over the limit %d: %v", tc.name, m, limit, tc.over)
+		}
+	}
+}

@@ -36,7 +36,7 @@ func main() {
 	m.trackKeys(reg, "api", l)
 
 	if err := serve.Run(*addr, newMux(l, reg)); err != nil {
-		log.Print(err)
+		log.Fatal(err)
 	}
 }
 

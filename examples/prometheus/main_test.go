@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/examples/internal/maintest"
 )
 
 func TestMetricsCountDecisionsByPolicy(t *testing.T) {
@@ -92,4 +93,10 @@ func equal(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestMainFailsOnTakenPort runs the example as a person would, on a port
+// already in use: it must exit non-zero, without claiming to listen.
+func TestMainFailsOnTakenPort(t *testing.T) {
+	maintest.FailsOnTakenPort(t, main, "-addr")
 }

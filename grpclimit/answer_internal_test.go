@@ -1,0 +1,69 @@
+package grpclimit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/slidelog/ratelimit"
+)
+
+func TestWaitMillis(t *testing.T) {
+	tests := []struct {
+		wait time.Duration
+		want int64
+	}{
+		{0, 1}, // never 0: a refusal always asks for some wait
+		{1, 1},
+		{time.Millisecond - 1, 1},
+		{time.Millisecond, 1},
+		{time.Millisecond + 1, 2},
+		{1500 * time.Microsecond, 2},
+		{299*time.Millisecond + 1, 300},
+		{time.Minute, 60000},
+		{time.Minute - time.Nanosecond, 60000},
+	}
+	for _, tc := range tests {
+		if got := waitMillis(tc.wait); got != tc.want {
+			t.Errorf("waitMillis(%v) = %d ms, want %d", tc.wait, got, tc.want)
+		}
+	}
+}
+
+func TestPolicyWindow(t *testing.T) {
+	const v = `"default";q=50;w=10, "burst";q=10;w=1`
+	tests := []struct {
+		value, name string
+		want        string
+		ok          bool
+	}{
+		{v, "default", "10", true},
+		{v, "burst", "1", true},
+		{v, "burs", "", false},
+		{`"default";q=3`, "default", "", false},
+		{"", "default", "", false},
+	}
+	for _, tc := range tests {
+		got, ok := policyWindow(tc.value, tc.name)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("policyWindow(%q, %q) = %q, %v; want %q, %v", tc.value, tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestKeyErrorMessage(t *testing.T) {
+	tests := []struct {
+		ke   ratelimit.KeyError
+		want string
+	}{
+		{ratelimit.KeyError{Status: 401, Message: "401 Unauthorized: authentication required"}, "authentication required"},
+		{ratelimit.KeyError{Status: 413, Message: "413 Content Too Large: too costly"}, "too costly"},
+		{ratelimit.KeyError{Status: 400, Message: "no key here"}, "no key here"},
+		{ratelimit.KeyError{Status: 400, Message: "400 Bad Request: "}, "400 Bad Request: "},
+		{ratelimit.KeyError{Status: 400, Message: "4x0 odd: text"}, "4x0 odd: text"},
+	}
+	for _, tc := range tests {
+		if got := keyErrorMessage(&tc.ke); got != tc.want {
+			t.Errorf("keyErrorMessage(%q) = %q, want %q", tc.ke.Message, got, tc.want)
+		}
+	}
+}
