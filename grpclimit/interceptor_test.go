@@ -176,9 +176,9 @@ func TestRejections(t *testing.T) {
 		trailer map[string]string
 	}{
 		{name: "missing API key", key: ratelimit.KeyByHeader("X-API-Key"),
-			code: codes.InvalidArgument, msg: "missing X-Api-Key header"},
+			code: codes.InvalidArgument, msg: "missing X-API-Key header"},
 		{name: "API key too long", key: ratelimit.KeyByHeader("X-API-Key"), md: []string{"x-api-key", secret + strings.Repeat("k", ratelimit.MaxKeyLen)},
-			code: codes.InvalidArgument, msg: "X-Api-Key is too long"},
+			code: codes.InvalidArgument, msg: "X-API-Key is too long"},
 		{name: "no identity in the context", key: ratelimit.KeyByContext(noID),
 			code: codes.Unauthenticated, msg: "authentication required"},
 		{name: "refused bearer token", key: ratelimit.KeyByJWTSubject([]byte(strings.Repeat("k", 32))), md: []string{"authorization", "Bearer " + secret},
@@ -232,7 +232,7 @@ func TestRejections(t *testing.T) {
 // clients.
 type failingStore struct{}
 
-func (failingStore) Take(context.Context, string, []ratelimit.Policy, int) (ratelimit.Result, error) {
+func (failingStore) Take(context.Context, string, ratelimit.PolicySet, int) (ratelimit.Result, error) {
 	return ratelimit.Result{}, errors.New("redis: dial 10.0.0.7:6379: s3cr3t")
 }
 
