@@ -84,7 +84,8 @@ func (m *metrics) hooks() ratelimit.Hooks {
 	}
 }
 
-// trackKeys exports the store's key count and eviction counters, read at
+// trackKeys exports the store's key count, eviction counters and the
+// refusals it answered from memory (a flood being absorbed), read at
 // scrape time.
 func (m *metrics) trackKeys(reg prometheus.Registerer, limiter string, l *ratelimit.Limiter) {
 	labels := prometheus.Labels{"limiter": limiter}
@@ -98,5 +99,8 @@ func (m *metrics) trackKeys(reg prometheus.Registerer, limiter string, l *rateli
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ratelimit_rejected_keys_total", Help: "New keys refused because the store was full (WithMaxKeys).", ConstLabels: labels,
 		}, func() float64 { return float64(l.Stats().Rejected) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ratelimit_cached_refusals_total", Help: "Refusals answered from a remembered refusal, without the key's lock or a round trip to Redis.", ConstLabels: labels,
+		}, func() float64 { return float64(l.Stats().CachedRefusals) }),
 	)
 }

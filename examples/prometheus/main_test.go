@@ -59,11 +59,15 @@ func TestMetricsCountDecisionsByPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	// The second 429 repeated the first from memory.
 	if err := testutil.ScrapeAndCompare(srv.URL+"/metrics", strings.NewReader(`
 # HELP ratelimit_tracked_keys Keys the limiter's store tracks now.
 # TYPE ratelimit_tracked_keys gauge
 ratelimit_tracked_keys{limiter="api"} 1
-`), "ratelimit_tracked_keys"); err != nil {
+# HELP ratelimit_cached_refusals_total Refusals answered from a remembered refusal, without the key's lock or a round trip to Redis.
+# TYPE ratelimit_cached_refusals_total counter
+ratelimit_cached_refusals_total{limiter="api"} 1
+`), "ratelimit_tracked_keys", "ratelimit_cached_refusals_total"); err != nil {
 		t.Error(err)
 	}
 }
