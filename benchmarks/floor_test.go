@@ -22,9 +22,10 @@ import (
 //   - mutex+instant+log: that, with a lock per key, so that different
 //     keys never wait on each other.
 //   - ratelimit: the memory store's layout, which differs in its map: the
-//     map is keyed by the key's 64-bit hash (so that lookups and growth
-//     never read a key's bytes), and the 48-byte entry holds the key, a
-//     lock, the log's pointer and instant, and its head and length.
+//     map is keyed by a 64-bit hash of the key and its policy set (so that
+//     lookups and growth never read a key's bytes), and the 64-byte entry
+//     holds the key, its set, a lock, the log's pointer and instant, its
+//     head and length, and whether it was dropped.
 func BenchmarkMemoryFloor(b *testing.B) {
 	// The fields are blank: only their sizes and pointers count.
 	type instantLog struct {
@@ -42,7 +43,9 @@ func BenchmarkMemoryFloor(b *testing.B) {
 		_   int64 // instant, or the ring's base
 		_   int32 // head
 		_   int32 // length
+		_   bool  // dropped
 		key string
+		_   *byte // the policy set
 	}
 	for _, prefix := range []string{"", "apikey:"} {
 		b.Run("prefix="+prefix, func(b *testing.B) {

@@ -50,7 +50,7 @@ failed=0
 for ((i = 1; i <= COUNT; i++)); do
 	run main.txt -bench '^Benchmark(Middleware|Store)$/^work=(HotKey|ManyKeys|Rejected)$' -benchtime "$BENCHTIME"
 	run newkey.txt -bench '^BenchmarkMiddleware$/^work=NewKey$' -benchtime "$NEWKEYS"
-	run scaling.txt -bench '^Benchmark(Middleware|Store)$/^work=HotKey$' -benchtime "$BENCHTIME" -cpu "$cpus"
+	run scaling.txt -bench '^Benchmark(Middleware|Store)$/^work=(HotKey|Rejected)$' -benchtime "$BENCHTIME" -cpu "$cpus"
 done
 # Bytes per key barely vary between runs: one pass.
 run memory.txt -bench '^BenchmarkMemory$' -benchtime "$MEMKEYS"
@@ -104,7 +104,7 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	echo "to a pointer, and what it points at (see \`floor_test.go\`). \`int64\` is"
 	echo "throttled's layout; \`mutex+instant+log\` is the least an exact log with a"
 	echo "lock per key can be; \`ratelimit\` is the memory store's layout, a map keyed"
-	echo "by the key's hash to a 48-byte entry that holds the key."
+	echo "by a hash of the key and its policy set to a 64-byte entry that holds both."
 	echo
 	echo "| key | layout | B/key |"
 	echo "|---|---|---:|"
@@ -114,7 +114,7 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 		printf "| `%sclient-N` | %s | %s |\n", f[2], f[3], v
 	}' "$out/floor.txt"
 	echo
-	echo "## Hot-key scaling (-cpu $cpus)"
+	echo "## Scaling of one key's requests, allowed and refused (-cpu $cpus)"
 	echo
 	echo '```'
 	"$benchstat" -col /gomaxprocs "$out/scaling.txt" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'
