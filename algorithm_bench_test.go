@@ -125,3 +125,62 @@ func worstBurst(a Algorithm, limit int) float64 {
 	}
 	return float64(worst) / float64(limit)
 }
+
+// BenchmarkPlanMemory reports the heap a key costs under a plan of a
+// per-second burst and a daily quota, with each algorithm for the daily
+// policy (B/key), for a client that has sent a day's worth of requests and
+// a full burst in the last second. Each op is one decision of such a key;
+// B/key is what to compare.
+//
+//	go test -run '^$' -bench BenchmarkPlanMemory -benchtime 1000x
+func BenchmarkPlanMemory(b *testing.B) {
+	const burst, daily = 10, 100_000
+	for _, a := range []Algorithm{GCRA, SlidingWindowCounter, SlidingLog} {
+		b.Run("daily="+a.String(), func(b *testing.B) {
+			set := mustSet(b,
+				Policy{Name: "burst", Limit: burst, Window: time.Second},
+				Policy{Name: "daily", Limit: daily, Window: 24 * time.Hour, Algorithm: a})
+			// The O(1) states are as large after a hundred requests as
+			// after the day's; the log holds every one of the day's.
+			keys, sent := 2000, 100
+			if a == SlidingLog {
+				keys, sent = 20, daily-burst
+			}
+			names := make([]string, keys)
+			for k := range names {
+				names[k] = "key-" + strconv.Itoa(k)
+			}
+			clk := fakeclock.New()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			s, _ := NewMemoryStore(WithClock(clk.Now))
+			ctx := context.Background()
+			step := 23 * time.Hour / time.Duration(sent)
+			for range sent {
+				clk.Advance(step)
+				for _, k := range names {
+					s.Take(ctx, k, set, 1)
+				}
+			}
+			clk.Advance(time.Hour)
+			for _, k := range names {
+				for range burst {
+					if res, _ := s.Take(ctx, k, set, 1); !res.Allowed {
+						b.Fatalf("%s refused within its quota: %+v", k, res)
+					}
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			perKey := float64(after.HeapAlloc-before.HeapAlloc) / float64(keys)
+			b.ResetTimer()
+			for b.Loop() {
+				s.Take(ctx, "key-0", set, 1)
+			}
+			b.ReportMetric(perKey, "B/key")
+			runtime.KeepAlive(s)
+			s.Close()
+		})
+	}
+}
