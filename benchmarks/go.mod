@@ -7,7 +7,7 @@ replace github.com/slidelog/ratelimit => ../
 require (
 	github.com/go-chi/httprate v0.16.1
 	github.com/sethvargo/go-limiter v0.7.1
-	github.com/slidelog/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/slidelog/ratelimit v0.1.0
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/ulule/limiter/v3 v3.11.2
 	golang.org/x/time v0.15.0

@@ -11,7 +11,7 @@ require (
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/labstack/echo/v5 v5.4.4
 	github.com/prometheus/client_golang v1.25.0
-	github.com/slidelog/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/slidelog/ratelimit v0.1.0
 	gonum.org/v1/plot v0.17.0
 )
 
