@@ -3,7 +3,6 @@ module github.com/slidelog/ratelimit/redisstore
 go 1.25
 
 require (
-	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/slidelog/ratelimit v0.1.0
 )
