@@ -6,10 +6,10 @@
 #   bash scripts/release-check.sh v0.2.0       # another candidate
 #   bash scripts/release-check.sh --self-test  # plant faults, want failures
 #
-# Modules: every go.mod that git would commit (tracked, or untracked and
-# not ignored). The library modules, the ones published, are all of them
-# except those under examples/, benchmarks/ and scripts/ (the tools this
-# script runs live in scripts/, a module of its own, to keep
+# Modules and library modules (the ones published) are those of
+# scripts/modules.sh: every go.mod git would commit, the library modules
+# being all but those under examples/, benchmarks/ and scripts/ (the tools
+# this script runs live in scripts/, a module of its own, to keep
 # golang.org/x/mod and x/tools out of the library modules' go.mod).
 #
 # Steps, each failure naming the module:
@@ -39,16 +39,8 @@ cd "$root"
 placeholder=v0.0.0-00010101000000-000000000000
 gorelease_version=v0.0.0-20261113113407-e3970619a1a4 # golang.org/x/exp
 
-# modules prints the directory of every module, relative to the root.
-modules() {
-	git ls-files -co --exclude-standard -- go.mod '*/go.mod' |
-		while read -r f; do [[ -f $f ]] && dirname "$f"; done | sort -u
-}
-
-# library_modules prints the directory of every published module.
-library_modules() {
-	modules | grep -Ev '^(examples|benchmarks|scripts)(/|$)' || true
-}
+modules() { bash "$root/scripts/modules.sh" --all; }
+library_modules() { bash "$root/scripts/modules.sh"; }
 
 # module_path prints the module path declared by the go.mod in $1.
 module_path() {
@@ -109,6 +101,7 @@ self_test() {
 	rc=$?
 	set -e
 	if ((rc == 0)) ||
+		! grep -q "^release-check: FAIL: .* (in [0-9]*s)$" <<<"$out" ||
 		! grep -q "release-check: FAIL: $mp@v0.1.0: go get" <<<"$out" ||
 		! grep -q "release-check: FAIL: github.com/slidelog/ratelimit@v0.1.0: quick start" <<<"$out" ||
 		! grep -q "README.md:[0-9]*:[0-9]*: undefined: undefinedInQuickStart" <<<"$out"; then
@@ -159,7 +152,7 @@ proxy=$tmp/proxy
 # published by then, for the API check below and for nested modules whose
 # require of another module stays at an earlier version.
 # A proxy of their own: gorelease refuses a version that a proxy has.
-declare -A bases
+declare -A bases=()
 baseproxy=$tmp/baseproxy
 mkdir -p "$baseproxy"
 for dir in "${libs[@]}"; do
@@ -187,15 +180,17 @@ for dir in "${libs[@]}"; do
 	c=$tmp/consumer/$dir
 	mkdir -p "$c"
 	(cd "$c" && go mod init example.com/stranger >/dev/null 2>&1)
-	echo "== $mp@$version: go get, quick start of $dir/README.md, go vet, go build"
+	readme=$dir/README.md
+	[[ $dir == . ]] && readme=README.md
+	echo "== $mp@$version: go get, quick start of $readme, go vet, go build"
 	if ! (cd "$c" && go get "$mp@$version"); then
 		echo "release-check: FAIL: $mp@$version: go get failed: a stranger cannot install it" >&2
 		failed+=("$mp")
 		continue
 	fi
-	if ! "$tmp/bin/quickstart" -dir "$c" -o main.go "$root/$dir/README.md" ||
+	if ! "$tmp/bin/quickstart" -dir "$c" -o main.go "$root/$readme" ||
 		! (cd "$c" && go vet . && go build -o /dev/null .); then
-		echo "release-check: FAIL: $mp@$version: quick start of $dir/README.md does not build in a stranger's module" >&2
+		echo "release-check: FAIL: $mp@$version: quick start of $readme does not build in a stranger's module" >&2
 		failed+=("$mp")
 	fi
 done
