@@ -25,7 +25,7 @@ import (
 // 127.0.0.1:6379), side by side in one run: a bare PING (impl=ping, the
 // floor: one round trip), redisstore (impl=store) and
 // github.com/go-redis/redis_rate/v10 (impl=redis_rate: GCRA in one script,
-// not an exact log) with the same quota, on the same client, each at 1, 8
+// not an exact log) with the same quota, 300 a minute, on the same client, each at 1, 8
 // and 32 concurrent callers, on one hot key and on 10,000 keys. Besides
 // ns/op (wall time over all callers: 1e9 / decisions a second) it reports
 // each call's latency, p50 and p99, and the share of calls allowed.
@@ -39,7 +39,7 @@ import (
 func BenchmarkRedisDecision(b *testing.B) {
 	c := redisClient(b)
 	rr := redis_rate.NewLimiter(c)
-	quota := redis_rate.PerMinute(redisPolicy[0].Limit)
+	quota := redis_rate.PerMinute(redisLimit)
 	for _, hot := range []bool{true, false} {
 		keys := map[bool]string{true: "hot", false: strconv.Itoa(redisKeys)}[hot]
 		for _, n := range redisCallers {
@@ -51,12 +51,21 @@ func BenchmarkRedisDecision(b *testing.B) {
 					case "ping":
 						op = func(ctx context.Context, _ int) (bool, error) { return true, c.Ping(ctx).Err() }
 					case "store":
+						// Through a Limiter, as users call it: its own work
+						// is a fraction of a microsecond against a round
+						// trip, and this benchmark does not depend on the
+						// Store interface's signature.
 						st, err := redisstore.New(c, redisstore.WithPrefix(p), redisstore.WithTimeout(10*time.Second))
 						if err != nil {
 							b.Fatal(err)
 						}
+						l, err := ratelimit.New(redisLimit, time.Minute, ratelimit.KeyByHeader("X-Api-Key"), ratelimit.WithStore(st))
+						if err != nil {
+							b.Fatal(err)
+						}
+						b.Cleanup(func() { l.Close() })
 						op = func(ctx context.Context, i int) (bool, error) {
-							res, err := st.Take(ctx, redisKey(hot, i), redisPolicy, 1)
+							res, err := l.Allow(ctx, redisKey(hot, i))
 							return res.Allowed, err
 						}
 					case "redis_rate":
@@ -79,10 +88,10 @@ func BenchmarkRedisDecision(b *testing.B) {
 // redisCallers are the concurrent callers each decision benchmark runs with.
 var redisCallers = []int{1, 8, 32}
 
-// redisPolicy is 300 a minute. On the hot key nearly every call is
-// refused once the benchmark runs for a second; over redisKeys keys nearly
-// every call is allowed.
-var redisPolicy = []ratelimit.Policy{{Name: "default", Limit: 300, Window: time.Minute}}
+// redisLimit is the quota, per minute. On the hot key nearly every call
+// is refused once the benchmark runs for a second; over redisKeys keys
+// nearly every call is allowed.
+const redisLimit = 300
 
 const redisKeys = 10_000
 
