@@ -135,7 +135,7 @@ go -C scripts build -o "$tmp/bin/" ./internal/modcheck ./internal/modpack ./inte
 
 # 1. go.mod files.
 if ! "$tmp/bin/modcheck" -lib "${libs[*]}" "${all[@]}"; then
-	echo "release-check: FAIL: the go.mod files above would keep strangers from installing the library modules" >&2
+	echo "release-check: FAIL: the problems above would keep strangers from installing or redistributing the library modules" >&2
 	exit 1
 fi
 

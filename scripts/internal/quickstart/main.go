@@ -10,8 +10,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -39,6 +41,9 @@ func run(readme, dir, out string) error {
 		return err
 	}
 	src, err := os.ReadFile(readme)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s is missing: a library module needs a README with a quick start, its Go block marked <!-- quickstart -->", readme)
+	}
 	if err != nil {
 		return err
 	}
