@@ -169,7 +169,13 @@ for dir in "${libs[@]}"; do
 done
 rm -rf "$tmp/base"
 
-# 3. Install each library module alone, as a stranger would.
+# 3. Install each library module alone, as a stranger would. The packed
+# modules are not in sum.golang.org: GONOSUMDB skips the checksum database
+# for them alone (GOPRIVATE would also skip the proxy and try git).
+# -mod=mod lets go build add a requirement that the quick start's imports
+# need; -trimpath keeps build cache entries valid across the temporary
+# module caches; the private module cache keeps the packed versions out of
+# the user's.
 export GOPROXY="file://$proxy,file://$baseproxy,file://$(go env GOMODCACHE)/cache/download,$(go env GOPROXY)"
 export GONOSUMDB=github.com/slidelog/ratelimit GOWORK=off
 export GOFLAGS="-mod=mod -modcacherw -trimpath"
