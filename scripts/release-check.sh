@@ -224,7 +224,7 @@ for dir in "${libs[@]}"; do
 	# modules, which go mod tidy never writes while they are replaced: the
 	# verdict is the summary's "is a valid semantic version".
 	out=$(cd "$tree/$dir" && GOPROXY="file://$baseproxy,$(go env GOPROXY)" GONOSUMDB=github.com/slidelog/ratelimit \
-		GOFLAGS=-mod=mod gorelease -base="${bases[$dir]}" -version="$version" 2>&1) || true
+		GOFLAGS="-mod=mod -modcacherw" GOMODCACHE="$tmp/modcache" gorelease -base="${bases[$dir]}" -version="$version" 2>&1) || true
 	echo "$out"
 	if ! grep -q "is a valid semantic version for this release" <<<"$out"; then
 		echo "release-check: FAIL: $mp: $version is not a valid next version after ${bases[$dir]} (see gorelease above)" >&2
