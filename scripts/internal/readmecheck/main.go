@@ -78,10 +78,9 @@ func main() {
 	}
 }
 
-// A unit is one generated Go file: a block, or the blocks' declarations.
+// A unit is one block and the Go file made of it.
 type unit struct {
 	md    string // the Markdown file, relative to the root
-	abs   string // the Markdown file, absolute
 	block mdblocks.Block
 	dir   string // the package directory the file goes in, absolute
 	pkg   string // its package name
@@ -125,7 +124,7 @@ func run(out io.Writer, root, pkgRel string, files []string) (int, error) {
 		for _, b := range blocks {
 			total++
 			counted[b.Marker]++
-			u := unit{md: rel, abs: abs, block: b}
+			u := unit{md: rel, block: b}
 			lines := func(line int, code []string) string { return gofrag.Lines(abs, line, code) }
 			switch {
 			case b.Marker == mdblocks.NoCompile:
