@@ -2,9 +2,11 @@ module github.com/slidelog/ratelimit/examples
 
 go 1.26.0
 
-replace github.com/slidelog/ratelimit => ../
-
-replace github.com/slidelog/ratelimit/grpclimit => ../grpclimit
+replace (
+	github.com/slidelog/ratelimit => ../
+	github.com/slidelog/ratelimit/grpclimit => ../grpclimit
+	github.com/slidelog/ratelimit/redisstore => ../redisstore
+)
 
 require (
 	github.com/go-chi/chi/v5 v5.5.0
@@ -13,8 +15,10 @@ require (
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/labstack/echo/v5 v5.4.4
 	github.com/prometheus/client_golang v1.25.0
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/slidelog/ratelimit v0.1.0
 	github.com/slidelog/ratelimit/grpclimit v0.1.0
+	github.com/slidelog/ratelimit/redisstore v0.1.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.84.0
 )
@@ -39,7 +43,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.59.0 // indirect

@@ -3,9 +3,8 @@ module github.com/slidelog/ratelimit/redisstore
 go 1.25
 
 require (
-	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/slidelog/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/slidelog/ratelimit v0.1.0
 )
 
 require (
