@@ -13,6 +13,7 @@ package readme
 import (
 	"net/http"
 	"net/netip"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/gorilla/mux"
@@ -42,6 +43,15 @@ var rdb redis.UniversalClient
 
 // Proxy ranges that KeyByIP is told to trust.
 var cloudflareRanges []netip.Prefix
+
+// A KeyFunc of the reader's, and a customer's API key an operator knows.
+var (
+	keyByUser   ratelimit.KeyFunc
+	customerKey string
+)
+
+// A store of the reader's, made from its clock.
+func newMyStore(now func() time.Time) ratelimit.Store { return nil }
 
 // Packages the blocks name without importing: goimports takes these paths
 // from this file, and go mod tidy keeps them in examples' go.mod.
