@@ -159,7 +159,7 @@ func TestMissingKeyNeverReachesTheHandler(t *testing.T) {
 	for _, hdr := range [][]string{nil, {"X-API-Key", ""}} {
 		w := get(h, "192.0.2.1:1", hdr...)
 		if got, want := w.Code, http.StatusBadRequest; got != want {
-			t.Errorf("w.Code: got %v, want %v", got, want)
+			t.Errorf("status %v, want %v", got, want)
 		}
 		if reached {
 			t.Errorf("the wrapped handler ran without a key: want false")
@@ -170,7 +170,7 @@ func TestMissingKeyNeverReachesTheHandler(t *testing.T) {
 	}
 	w := get(h, "192.0.2.1:1", "X-API-Key", strings.Repeat("k", ratelimit.MaxKeyLen+1))
 	if got, want := w.Code, http.StatusRequestHeaderFieldsTooLarge; got != want {
-		t.Errorf("w.Code: got %v, want %v", got, want)
+		t.Errorf("status %v, want %v", got, want)
 	}
 	if got := w.Body.String(); strings.Contains(got, "kkkk") {
 		t.Errorf("the body must not echo the client's key: %q contains %q", got, "kkkk")
@@ -181,7 +181,7 @@ func TestForwardingHeadersIgnoredByDefault(t *testing.T) {
 	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP())
 	h := l.Handler(okHandler)
 	if got, want := get(h, "198.51.100.7:5000").Code, 200; got != want {
-		t.Errorf("get(h, \"198.51.100.7:5000\").Code: got %v, want %v", got, want)
+		t.Errorf("first request: status %v, want %v", got, want)
 	}
 	// The same peer pretending to be others is still the same peer.
 	for _, hdr := range [][]string{
@@ -202,28 +202,22 @@ func TestForwardingHeadersIgnoredByDefault(t *testing.T) {
 func TestIPv6GroupedBySlash64(t *testing.T) {
 	l := newLimiter(t, 2, time.Minute, ratelimit.KeyByIP())
 	h := l.Handler(okHandler)
-	if got, want := get(h, "[2001:db8:1:2::1]:443").Code, 200; got != want {
-		t.Errorf("get(h, \"[2001:db8:1:2::1]:443\").Code: got %v, want %v", got, want)
-	}
-	if got, want := get(h, "[2001:db8:1:2:ffff::9]:443").Code, 200; got != want {
-		t.Errorf("get(h, \"[2001:db8:1:2:ffff::9]:443\").Code: got %v, want %v", got, want)
-	}
-	if got, want := get(h, "[2001:db8:1:2:abcd::5%eth0]:443").Code, 429; got != want {
-		t.Errorf("same /64, with a zone: got %v, want %v", got, want)
-	}
-	if got, want := get(h, "[2001:db8:1:3::1]:443").Code, 200; got != want {
-		t.Errorf("another /64: got %v, want %v", got, want)
-	}
-
-	// IPv4-mapped IPv6 is the IPv4 address.
-	if got, want := get(h, "192.0.2.9:1").Code, 200; got != want {
-		t.Errorf("get(h, \"192.0.2.9:1\").Code: got %v, want %v", got, want)
-	}
-	if got, want := get(h, "[::ffff:192.0.2.9]:1").Code, 200; got != want {
-		t.Errorf("get(h, \"[::ffff:192.0.2.9]:1\").Code: got %v, want %v", got, want)
-	}
-	if got, want := get(h, "192.0.2.9:2").Code, 429; got != want {
-		t.Errorf("get(h, \"192.0.2.9:2\").Code: got %v, want %v", got, want)
+	for i, step := range []struct {
+		remote string
+		want   int
+	}{
+		{"[2001:db8:1:2::1]:443", 200},
+		{"[2001:db8:1:2:ffff::9]:443", 200},
+		{"[2001:db8:1:2:abcd::5%eth0]:443", 429}, // the same /64, with a zone
+		{"[2001:db8:1:3::1]:443", 200},           // another /64
+		// IPv4-mapped IPv6 is the IPv4 address.
+		{"192.0.2.9:1", 200},
+		{"[::ffff:192.0.2.9]:1", 200},
+		{"192.0.2.9:2", 429},
+	} {
+		if got := get(h, step.remote).Code; got != step.want {
+			t.Errorf("request %d from %s: status %d, want %d", i, step.remote, got, step.want)
+		}
 	}
 }
 
@@ -299,7 +293,7 @@ func TestStoreErrors(t *testing.T) {
 		var reached bool
 		w := get(l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true })), "192.0.2.1:1")
 		if got, want := w.Code, http.StatusServiceUnavailable; got != want {
-			t.Errorf("w.Code: got %v, want %v", got, want)
+			t.Errorf("status %v, want %v", got, want)
 		}
 		if got, want := w.Header().Get("Retry-After"), "1"; got != want {
 			t.Errorf("w.Header().Get(\"Retry-After\"): got %v, want %v", got, want)
@@ -451,7 +445,7 @@ func TestDeniedHandler(t *testing.T) {
 	get(h, "192.0.2.1:1")
 	w := get(h, "192.0.2.1:1")
 	if got, want := w.Code, 429; got != want {
-		t.Errorf("w.Code: got %v, want %v", got, want)
+		t.Errorf("status %v, want %v", got, want)
 	}
 	if got, want := w.Body.String(), `{"error":"slow down"}`; got != want {
 		t.Errorf("w.Body.String(): got %v, want %v", got, want)
@@ -478,7 +472,7 @@ func TestPlansAndPolicies(t *testing.T) {
 		// Default plan: 2/min and 1/s together.
 		w := get(h, "192.0.2.1:1", "X-API-Key", "a")
 		if got, want := w.Code, 200; got != want {
-			t.Errorf("w.Code: got %v, want %v", got, want)
+			t.Errorf("status %v, want %v", got, want)
 		}
 		if got, want := w.Header().Get("RateLimit-Policy"), `"default";q=2;w=60, "burst";q=1;w=1`; got != want {
 			t.Errorf("w.Header().Get(\"RateLimit-Policy\"): got %v, want %v", got, want)
@@ -488,7 +482,7 @@ func TestPlansAndPolicies(t *testing.T) {
 		}
 		w = get(h, "192.0.2.1:1", "X-API-Key", "a")
 		if got, want := w.Code, 429; got != want {
-			t.Errorf("w.Code: got %v, want %v", got, want)
+			t.Errorf("status %v, want %v", got, want)
 		}
 		if got, want := w.Header().Get("RateLimit"), `"burst";r=0;t=1`; got != want {
 			t.Errorf("w.Header().Get(\"RateLimit\"): got %v, want %v", got, want)
@@ -514,7 +508,7 @@ func TestPlansAndPolicies(t *testing.T) {
 		}
 		w = get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "pro")
 		if got, want := w.Code, 429; got != want {
-			t.Errorf("w.Code: got %v, want %v", got, want)
+			t.Errorf("status %v, want %v", got, want)
 		}
 		if got, want := w.Header().Get("RateLimit-Policy"), `"pro";q=5;w=60`; got != want {
 			t.Errorf("w.Header().Get(\"RateLimit-Policy\"): got %v, want %v", got, want)
@@ -541,10 +535,10 @@ func TestCost(t *testing.T) {
 		return w.Code
 	}
 	if got, want := bulk(), 200; got != want {
-		t.Errorf("bulk(): got %v, want %v", got, want)
+		t.Errorf("bulk request: status %v, want %v", got, want)
 	}
 	if got, want := bulk(), 200; got != want {
-		t.Errorf("bulk(): got %v, want %v", got, want)
+		t.Errorf("bulk request: status %v, want %v", got, want)
 	}
 	if got, want := bulk(), 429; got != want {
 		t.Errorf("8 used of 10: a cost of 4 does not fit: got %v, want %v", got, want)
