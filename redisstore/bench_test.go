@@ -34,6 +34,8 @@ var benchCallers = []int{1, 8, 32}
 // every call is refused; over 10,000 keys nearly every call is allowed.
 var benchPolicy = []ratelimit.Policy{{Name: "default", Limit: 300, Window: time.Minute}}
 
+var benchSet, _ = ratelimit.NewPolicySet(benchPolicy...)
+
 const benchKeys = 10_000
 
 // runCallers runs op b.N times on callers goroutines (one goroutine runs
@@ -123,7 +125,7 @@ func BenchmarkDecision(b *testing.B) {
 							b.Fatal(err)
 						}
 						op = func(ctx context.Context, i int) (bool, error) {
-							res, err := st.Take(ctx, benchKey(hot, i), benchPolicy, 1)
+							res, err := st.Take(ctx, benchKey(hot, i), benchSet, 1)
 							return res.Allowed, err
 						}
 					case "redis_rate":

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,7 +35,7 @@ type load struct {
 
 func startLoad(st ratelimit.Store, g int, policy redisstore.FailurePolicy) *load {
 	l := &load{stop: make(chan struct{})}
-	pol := []ratelimit.Policy{{Name: "default", Limit: 1_000_000, Window: time.Minute}}
+	pol, _ := ratelimit.NewPolicySet(ratelimit.Policy{Name: "default", Limit: 1_000_000, Window: time.Minute})
 	for i := range g {
 		key := "load-" + string(rune('a'+i))
 		l.wg.Go(func() {
@@ -94,6 +95,20 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// clientOptions are the client settings the README recommends, for the
+// server at addr: a call that fails fails at once, or at the store's
+// timeout, not after go-redis's dial retries and command retries.
+func clientOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           redisstore.DefaultTimeout,
+		DialerRetries:         1,
+		MaxRetries:            -1,
+		PoolTimeout:           redisstore.DefaultTimeout,
+	}
+}
+
 // TestRedisDown stops the store's Redis under load and starts it again:
 // every policy behaves as documented while it is down, no call outlives
 // the timeout, and the store uses Redis again once it is back.
@@ -101,7 +116,7 @@ func TestRedisDown(t *testing.T) {
 	for _, fp := range []redisstore.FailurePolicy{redisstore.FailClosed, redisstore.FailOpen, redisstore.FailLocal} {
 		t.Run(fp.String(), func(t *testing.T) {
 			srv := startServer(t)
-			c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+			c := redis.NewClient(clientOptions(srv.addr))
 			t.Cleanup(func() { c.Close() })
 			var hooked atomic.Uint64
 			st, err := redisstore.New(c, redisstore.WithFailurePolicy(fp),
@@ -111,7 +126,7 @@ func TestRedisDown(t *testing.T) {
 			}
 			defer st.Close()
 			ctx := context.Background()
-			pol := []ratelimit.Policy{{Name: "default", Limit: 5, Window: time.Minute}}
+			pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 5, Window: time.Minute})
 			takeN := func(key string, n int) (allowed int, errs []error) {
 				for range n {
 					res, err := st.Take(ctx, key, pol, 1)
@@ -133,7 +148,7 @@ func TestRedisDown(t *testing.T) {
 
 			switch fp {
 			case redisstore.FailClosed:
-				_, err := st.Take(ctx, "up", pol, 1)
+				_, err := st.Take(ctx, "fresh", pol, 1)
 				if !errors.Is(err, redisstore.ErrUnavailable) {
 					t.Errorf("Redis down: error %v, want ErrUnavailable", err)
 				}
@@ -160,7 +175,7 @@ func TestRedisDown(t *testing.T) {
 				}
 			}
 
-			srv.start()
+			srv.restart(t)
 			waitFor(t, 10*time.Second, "recovery", func() bool {
 				before := st.Failures()
 				_, err := st.Take(ctx, "probe", pol, 1)
@@ -192,9 +207,9 @@ func TestSlowRedis(t *testing.T) {
 			px := startProxy(t, redisAddr())
 			c := redis.NewClient(&redis.Options{Addr: px.addr(), ContextTimeoutEnabled: bounded})
 			t.Cleanup(func() { c.Close() })
-			st, _ := newStore(t, c)
+			st, _ := newStore(t, c, redisstore.WithTimeout(redisstore.DefaultTimeout))
 			ctx := context.Background()
-			pol := []ratelimit.Policy{{Name: "default", Limit: 100, Window: time.Minute}}
+			pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 100, Window: time.Minute})
 			if _, err := st.Take(ctx, "k", pol, 1); err != nil {
 				t.Fatalf("no delay: %v", err)
 			}
@@ -224,6 +239,56 @@ func TestSlowRedis(t *testing.T) {
 				_, err := st.Take(ctx, "k", pol, 1)
 				return err == nil
 			})
+		})
+	}
+}
+
+// TestOutageClientSettings: while nothing listens at the server's
+// address, a call through a client with the README's settings fails at
+// once, where one through go-redis's defaults waits out the store's
+// whole timeout on dial retries and command retries, every request of an
+// outage then taking that long under FailOpen or FailLocal.
+func TestOutageClientSettings(t *testing.T) {
+	addr, err := spareAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := policySet(t, ratelimit.Policy{Name: "p", Limit: 5, Window: time.Minute})
+	for _, tt := range []struct {
+		name string
+		opts *redis.Options
+		fast bool
+	}{
+		{"defaults", &redis.Options{Addr: addr, ContextTimeoutEnabled: true}, false},
+		{"the README's settings", clientOptions(addr), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := redis.NewClient(tt.opts)
+			t.Cleanup(func() { c.Close() })
+			st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailOpen))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var took []time.Duration
+			for range 21 {
+				start := time.Now()
+				if res, err := st.Take(context.Background(), "k", set, 1); err != nil || !res.Allowed {
+					t.Fatalf("Take: %+v, %v; want allowed (FailOpen)", res, err)
+				}
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			median, slowest := took[len(took)/2], took[len(took)-1]
+			t.Logf("median %v, slowest %v", median, slowest)
+			if slowest > redisstore.DefaultTimeout+slack {
+				t.Errorf("slowest call %v, want within the timeout %v (+%v slack)", slowest, redisstore.DefaultTimeout, slack)
+			}
+			// Either way round the median is far from the boundary: a
+			// refused dial takes well under a millisecond, a wait for the
+			// deadline the whole timeout.
+			if fast := median < redisstore.DefaultTimeout/2; fast != tt.fast {
+				t.Errorf("median call %v; want below half the timeout: %v", median, tt.fast)
+			}
 		})
 	}
 }

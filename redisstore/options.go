@@ -21,6 +21,10 @@ type config struct {
 	fallback  ratelimit.Store
 	onFailure func(err error)
 	errs      []error
+
+	// Test hooks, set only by the package's tests (export_test.go).
+	clock func() time.Time // the scripts' time instead of the server's TIME
+	local func() time.Time // the local clock instead of time.Now
 }
 
 // DefaultTimeout bounds each call to Redis unless WithTimeout says
