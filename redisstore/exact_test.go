@@ -78,9 +78,9 @@ func childReady(t *testing.T, c *redis.Client, prefix string) {
 	}
 }
 
-// childStore is the store of a child process, with a generous timeout:
-// this is about counting, and the goroutines of 4 race-enabled processes
-// share two cores.
+// childStore is the store of a child process: the refusal cache on, as
+// by default, and a generous timeout: this is about counting, and the
+// goroutines of 4 race-enabled processes share two cores.
 func childStore(t *testing.T, c *redis.Client, prefix string) *redisstore.Store {
 	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(10*time.Second))
 	if err != nil {
@@ -94,7 +94,7 @@ var crossSet, _ = ratelimit.NewPolicySet(ratelimit.Policy{Name: "default", Limit
 // TestCrossProcess runs 4 processes (this test binary, re-executed) of 16
 // goroutines each, 25 requests each, against one key with a limit of
 // 300: exactly 300 are allowed in all, and the log holds exactly 300
-// instants.
+// instants, refusal caches and all.
 func TestCrossProcess(t *testing.T) {
 	if p := os.Getenv(childPrefix); p != "" {
 		c := sharedClient(t)
@@ -149,8 +149,8 @@ const crossPlanRun = 2500 * time.Millisecond
 
 // TestCrossProcessPlans runs 4 processes of 2 goroutines per plan, each
 // flooding one key under {10 per second, sliding log} beside {100,000 a
-// day, GCRA} (and the window counter in its place) for 2.5s of real time.
-// From the instants the processes were told (Result.At
+// day, GCRA} (and the window counter in its place) for 2.5s of real time,
+// refusal caches on. From the instants the processes were told (Result.At
 // is the server's clock reading of the decision, an admission's instant
 // in the log): no one-second window holds more than 10 admissions, and
 // every refusal sampled had 10 admissions in the second before it, so
@@ -248,7 +248,8 @@ func crossPlanChild(t *testing.T, prefix string) {
 						t.Error(err)
 						return
 					}
-					// Keep one refusal in 2,000.
+					// Refusals come by the million from the cache: keep
+					// one in 2,000.
 					if res.Allowed || rng.IntN(2000) == 0 {
 						mu.Lock()
 						fmt.Fprintf(out, "%s %s %d\n", map[bool]string{true: "a", false: "r"}[res.Allowed], name, res.At.UnixMicro())
@@ -268,7 +269,7 @@ func TestScriptFlush(t *testing.T) {
 	srv := startServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	st, p := newStore(t, c)
+	st, p := newStore(t, c, redisstore.WithRefusalCache(0))
 	ctx := context.Background()
 	set := policySet(t, ratelimit.Policy{Name: "default", Limit: 200, Window: time.Minute})
 	done := make(chan struct{})

@@ -108,3 +108,31 @@ func Example_plan() {
 	// allowed=true policy=default remaining=0
 	// allowed=false policy=default remaining=0
 }
+
+// A client flooding past its limit is answered from the refusal cache,
+// without a round trip to Redis, until its request could fit; Stats
+// counts those answers (and so does the Limiter's Stats). This example
+// needs a Redis at REDIS_ADDR, so it is compiled but not run: without
+// one, FailClosed would answer with errors.
+func ExampleStore_Stats() {
+	rdb := exampleClient()
+	defer rdb.Close()
+	st, err := redisstore.New(rdb, redisstore.WithPrefix(examplePrefix()))
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+
+	set, err := ratelimit.NewPolicySet(ratelimit.Policy{Name: "default", Limit: 3, Window: time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	for range 10 {
+		if _, err := st.Take(context.Background(), "ip:203.0.113.7", set, 1); err != nil {
+			panic(err)
+		}
+	}
+	// 3 allowed; the first refusal asked Redis, the other 6 came from
+	// the cache.
+	fmt.Println("cached refusals:", st.Stats().CachedRefusals)
+}

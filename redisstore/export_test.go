@@ -9,7 +9,7 @@ func WithScriptClock(now func() time.Time) Option {
 	return func(c *config) { c.clock = now }
 }
 
-// WithLocalClock makes the store read now instead of time.Now.
+// WithLocalClock makes the refusal cache read now instead of time.Now.
 func WithLocalClock(now func() time.Time) Option {
 	return func(c *config) { c.local = now }
 }

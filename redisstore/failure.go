@@ -23,13 +23,16 @@ const (
 	// Result reports the policy ratelimit.Tightest picks when each has
 	// Remaining = Limit - cost and no Reset, as if the key were fresh: the
 	// least limit, ties to the first in the set's order. Protection is off
-	// while Redis is down.
+	// while Redis is down, except for the refusals the store remembers
+	// (WithRefusalCache), which it keeps answering until they expire.
 	FailOpen
 	// FailLocal decides with a store local to the process (a memory store
 	// made by New, or the one given WithFallback). Each server then
 	// enforces the limit on its own, so a fleet of N servers admits up to
 	// N x limit per key while Redis is down; requests decided locally are
-	// not counted in Redis when it returns.
+	// not counted in Redis when it returns, and refusals decided locally
+	// are not remembered by the refusal cache (the local store answers
+	// them itself).
 	FailLocal
 )
 

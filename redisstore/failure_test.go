@@ -152,6 +152,10 @@ func TestRedisDown(t *testing.T) {
 				if !errors.Is(err, redisstore.ErrUnavailable) {
 					t.Errorf("Redis down: error %v, want ErrUnavailable", err)
 				}
+				// A refusal remembered before the outage still holds.
+				if res, err := st.Take(ctx, "up", pol, 1); err != nil || res.Allowed {
+					t.Errorf("Redis down: a remembered refusal: %+v, %v; want refused, no error", res, err)
+				}
 				lim, err := ratelimit.New(5, time.Minute, ratelimit.KeyByHeader("X-Key"), ratelimit.WithStore(st))
 				if err != nil {
 					t.Fatal(err)
@@ -164,8 +168,13 @@ func TestRedisDown(t *testing.T) {
 					t.Errorf("middleware: status %d, Retry-After %q; want 503, \"1\"", rec.Code, rec.Header().Get("Retry-After"))
 				}
 			case redisstore.FailOpen:
-				// "up" is full in Redis; open, everything passes.
-				if a, errs := takeN("up", 10); a != 10 || errs != nil {
+				// "up" is full in Redis, and its refusal is remembered
+				// until it could change: still refused. Open, a key
+				// Redis never refused passes.
+				if a, errs := takeN("up", 3); a != 0 || errs != nil {
+					t.Errorf("Redis down: a remembered refusal: allowed %d of 3, errors %v; want 0, none", a, errs)
+				}
+				if a, errs := takeN("open", 10); a != 10 || errs != nil {
 					t.Errorf("Redis down: allowed %d of 10, errors %v; want 10, none", a, errs)
 				}
 			case redisstore.FailLocal:

@@ -47,7 +47,7 @@ func memoryUsage(t testing.TB, c redis.UniversalClient, k string) int64 {
 // keys it made when t ends.
 func keyBytes(t testing.TB, c redis.UniversalClient, prefix string) (list, zset [2]int64) {
 	t.Helper()
-	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(5*time.Second))
+	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(5*time.Second), redisstore.WithRefusalCache(0))
 	if err != nil {
 		t.Fatal(err)
 	}

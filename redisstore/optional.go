@@ -33,8 +33,11 @@ func (s *Store) Peek(ctx context.Context, key string, set ratelimit.PolicySet) (
 }
 
 // Reset implements ratelimit.Resetter: one UNLINK of the set's keys of
-// the client, atomic as a script would be and with nothing to decide. A
-// failure of Redis is counted and returned, wrapping ErrUnavailable.
+// the client, atomic as a script would be and with nothing to decide,
+// and it forgets the refusal this process remembers for them. Other
+// processes keep answering the refusals they remember until these expire
+// (see the package documentation). A failure of Redis is counted and
+// returned, wrapping ErrUnavailable.
 func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) error {
 	if set.Len() == 0 {
 		return ratelimit.ErrEmptyPolicySet
@@ -44,7 +47,9 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := s.client.Unlink(tctx, keys(s.prefix, key, set)...).Err(); err != nil {
+	err := s.client.Unlink(tctx, keys(s.prefix, key, set)...).Err()
+	s.invalidate(key, set)
+	if err != nil {
 		return s.failed(ctx, err)
 	}
 	return nil
@@ -52,7 +57,8 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 
 // Refund implements ratelimit.Refunder with one script: each policy whose
 // window still holds the instant at takes back cost requests counted
-// then, as ratelimit.Refunder describes. A failure of Redis is counted
+// then, as ratelimit.Refunder describes, and the refusal this process
+// remembers for key and set is forgotten. A failure of Redis is counted
 // and returned, wrapping ErrUnavailable: the requests then stay counted.
 func (s *Store) Refund(ctx context.Context, key string, set ratelimit.PolicySet, cost int, at time.Time) error {
 	if err := set.CheckCost(cost); err != nil {
@@ -61,10 +67,21 @@ func (s *Store) Refund(ctx context.Context, key string, set ratelimit.PolicySet,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := s.run(ctx, refundScript, false, keys(s.prefix, key, set), s.args(set, cost, at.UnixMicro())); err != nil {
+	_, err := s.run(ctx, refundScript, false, keys(s.prefix, key, set), s.args(set, cost, at.UnixMicro()))
+	s.invalidate(key, set)
+	if err != nil {
 		return s.failed(ctx, err)
 	}
 	return nil
+}
+
+// invalidate forgets the refusal remembered for key and set, after a
+// Refund or Reset has reached Redis (or failed to), and keeps refusals
+// decided before it from being remembered.
+func (s *Store) invalidate(key string, set ratelimit.PolicySet) {
+	if s.refusals != nil {
+		s.refusals.invalidate(key, set)
+	}
 }
 
 // failed returns the error of a call other than Take that Redis failed,

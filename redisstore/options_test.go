@@ -32,7 +32,7 @@ func TestNewErrors(t *testing.T) {
 		{name: "all set", client: c, opts: []redisstore.Option{
 			redisstore.WithPrefix("app:"), redisstore.WithTimeout(time.Second),
 			redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithFallback(ms),
-			redisstore.WithFailureHook(func(error) {}),
+			redisstore.WithFailureHook(func(error) {}), redisstore.WithRefusalCache(0),
 		}},
 		{name: "nil client", want: []string{"nil client"}},
 		{name: "nil option", client: c, opts: []redisstore.Option{nil}, want: []string{"nil option"}},
@@ -43,6 +43,7 @@ func TestNewErrors(t *testing.T) {
 		{name: "nil fallback and hook", client: c, opts: []redisstore.Option{
 			redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithFallback(nil), redisstore.WithFailureHook(nil),
 		}, want: []string{"nil store", "nil func"}},
+		{name: "negative refusal cache", client: c, opts: []redisstore.Option{redisstore.WithRefusalCache(-1)}, want: []string{"WithRefusalCache(-1)"}},
 		{name: "several at once", client: c, opts: []redisstore.Option{redisstore.WithTimeout(-1), redisstore.WithPrefix("}")},
 			want: []string{"WithTimeout(-1ns)", "hash tag"}},
 	}

@@ -103,7 +103,7 @@ func TestClockStepsBack(t *testing.T) {
 		t.Run(a.String(), func(t *testing.T) {
 			clk := storetest.Clock{}
 			clk.Set(T)
-			st, _ := clockedStore(t, c, &clk)
+			st, _ := clockedStore(t, c, &clk, redisstore.WithRefusalCache(0))
 			set := policySet(t, ratelimit.Policy{Name: "p", Limit: 3, Window: time.Second, Algorithm: a})
 			takeOK(t, st, "k", set, 3)
 			clk.Set(T.Add(-time.Hour))

@@ -14,7 +14,8 @@ import (
 )
 
 // Store is a ratelimit.Store kept in Redis: the state of every policy of
-// every client, shared by every server that uses the same Redis. It implements
+// every client, shared by every server that uses the same Redis, with a
+// local cache of refusals in front (see WithRefusalCache). It implements
 // every algorithm, and the optional abilities ratelimit.Peeker, Resetter
 // and Refunder. Make one with New; pass it to ratelimit.New with
 // ratelimit.WithStore.
@@ -28,10 +29,12 @@ type Store struct {
 	fallback ratelimit.Store
 	owned    io.Closer // the fallback New made, closed by Close
 	hook     func(error)
-	bounded  bool // the client itself gives up at a context's deadline
+	bounded  bool      // the client itself gives up at a context's deadline
+	refusals *refusals // nil when the cache is off
 
 	clock func() time.Time // test hook: the scripts' time; nil for TIME
-	local func() time.Time // the local clock, for FailOpen's At
+	local func() time.Time // the refusal cache's clock
+	base  time.Time        // a reading of local, the origin of mono
 
 	noRO     atomic.Bool // the server has no EVALSHA_RO (Redis before 7.0)
 	failures atomic.Uint64
@@ -88,6 +91,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.local == nil {
 		s.local = time.Now
 	}
+	s.base = s.local()
+	if c.refusals > 0 {
+		s.refusals = newRefusals(c.refusals)
+	}
 	if s.policy == FailLocal && s.fallback == nil {
 		ms, err := ratelimit.NewMemoryStore()
 		if err != nil {
@@ -112,8 +119,14 @@ func honoursDeadlines(client redis.UniversalClient) bool {
 	return false
 }
 
+// mono reads the local clock in nanoseconds since the store was made: the
+// monotonic clock in production, so that a step of the wall clock cannot
+// stretch a remembered refusal.
+func (s *Store) mono() int64 { return int64(s.local().Sub(s.base)) }
+
 // Take implements ratelimit.Store with one script run in Redis: see the
-// package documentation. When Redis fails it counts the failure and acts as the store's
+// package documentation. A refusal it remembers is answered without
+// Redis. When Redis fails it counts the failure and acts as the store's
 // FailurePolicy says. If ctx ends first, Take returns ctx's error, which
 // is not counted as a failure of Redis.
 func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, cost int) (ratelimit.Result, error) {
@@ -123,10 +136,22 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Result{}, err
 	}
+	var sent int64
+	var epoch uint64
+	if s.refusals != nil {
+		res, ok, e := s.refusals.get(key, set, cost, s.mono)
+		if ok {
+			return res, nil
+		}
+		epoch, sent = e, s.mono()
+	}
 	reply, err := s.run(ctx, takeScript, false, keys(s.prefix, key, set), s.args(set, cost, 0))
 	if err == nil {
 		var buf [4]ratelimit.Result
-		if res, _, ok := decode(set, reply, 3, buf[:0]); ok {
+		if res, r1, ok := decode(set, reply, 3, buf[:0]); ok {
+			if s.refusals != nil {
+				s.remember(key, set, cost, res, r1, sent, epoch)
+			}
 			return res, nil
 		}
 		err = fmt.Errorf("ratelimit: redisstore: unexpected script reply %v", reply)
@@ -142,6 +167,23 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 		return s.fallback.Take(ctx, key, set, cost)
 	}
 	return ratelimit.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// remember updates the refusal cache with the decision res of a request
+// sent at sent: a refusal is remembered only when the set refuses a
+// request of cost 1 too (r1 > 0), since then no request of any cost can
+// be counted anywhere until r1 has passed, and for no longer than the
+// reported policy's Reset, after which its Remaining changes; an
+// admission forgets whatever the cache held for the key and set, which
+// it proves stale.
+func (s *Store) remember(key string, set ratelimit.PolicySet, cost int, res ratelimit.Result, r1 time.Duration, sent int64, epoch uint64) {
+	if res.Allowed {
+		s.refusals.forget(key, set)
+		return
+	}
+	if r1 > 0 {
+		s.refusals.put(key, set, cost, res, sent, s.mono(), min(r1, res.Reset), epoch)
+	}
 }
 
 // fail counts a failure of Redis and reports it to the hook.
@@ -249,6 +291,18 @@ func unknownCommand(err error) bool {
 // Failures reports how many calls to Redis have failed or timed out since
 // the store was made.
 func (s *Store) Failures() uint64 { return s.failures.Load() }
+
+// Stats reports the store's counters: CachedRefusals, the refusals
+// answered from the refusal cache without a round trip to Redis. The
+// other fields are the memory store's and stay 0: Redis counts its own
+// keys (INFO keyspace).
+func (s *Store) Stats() ratelimit.Stats {
+	var st ratelimit.Stats
+	if s.refusals != nil {
+		st.CachedRefusals = s.refusals.hits.Load()
+	}
+	return st
+}
 
 // Close stops the background work of the fallback store New made for
 // FailLocal, if any. It does not close the Redis client. Close is safe to

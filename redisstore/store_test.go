@@ -40,8 +40,22 @@ func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	prefixes.Store(st, p)
 	return st, p
 }
+
+// prefixOf returns the key prefix newStore gave st.
+func prefixOf(t *testing.T, st *redisstore.Store) string {
+	t.Helper()
+	p, ok := prefixes.Load(st)
+	if !ok {
+		t.Fatal("a store not made by newStore")
+	}
+	return p.(string)
+}
+
+// prefixes maps the stores newStore made to their prefixes.
+var prefixes sync.Map
 
 // clockedStore is newStore with clk as the scripts' time and the refusal
 // cache's clock.
@@ -193,7 +207,7 @@ func TestLogContents(t *testing.T) {
 	clk := storetest.Clock{}
 	T := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clk.Set(T)
-	st, p := clockedStore(t, c, &clk)
+	st, p := clockedStore(t, c, &clk, redisstore.WithRefusalCache(0))
 	set := policySet(t, ratelimit.Policy{Name: "p", Limit: 3, Window: time.Minute})
 	k := stateKey(p, "client", set, "p")
 	t0 := T.UnixMicro()
