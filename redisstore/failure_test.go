@@ -301,3 +301,49 @@ func TestOutageClientSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestRestart kills a server of its own (SIGKILL, as a crash would) and
+// starts it again: without persistence every count is forgotten and a
+// full client gets its whole quota again, for every algorithm; with the
+// append-only file synced on every write, as the README recommends, the
+// counts survive. A store of its own after the restart reads Redis
+// afresh, as another process would.
+func TestRestart(t *testing.T) {
+	set := policySet(t,
+		ratelimit.Policy{Name: "log", Limit: 5, Window: time.Hour},
+		ratelimit.Policy{Name: "gcra", Limit: 5, Window: time.Hour, Algorithm: gcra},
+		ratelimit.Policy{Name: "counter", Limit: 5, Window: time.Hour, Algorithm: counter},
+	)
+	for _, tt := range []struct {
+		name     string
+		args     []string
+		remember bool
+	}{
+		{"no persistence", nil, false},
+		{"appendonly, fsync always", []string{"--appendonly", "yes", "--appendfsync", "always"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t, tt.args...)
+			c := redis.NewClient(clientOptions(srv.addr))
+			t.Cleanup(func() { c.Close() })
+			before, _ := newStore(t, c)
+			if got := len(hammer(t, []ratelimit.Store{before}, "k", set, 1, 5)); got != 5 {
+				t.Fatalf("%d of 5 allowed before the restart, want 5", got)
+			}
+			srv.stop()
+			srv.restart(t)
+			after, err := redisstore.New(c, redisstore.WithPrefix(prefixOf(t, before)), redisstore.WithTimeout(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res ratelimit.Result
+			waitFor(t, 5*time.Second, "the client reconnects", func() bool {
+				res, err = after.Take(context.Background(), "k", set, 1)
+				return err == nil
+			})
+			if res.Allowed == tt.remember {
+				t.Errorf("after the restart: %+v; want allowed %v (counts remembered: %v)", res, !tt.remember, tt.remember)
+			}
+		})
+	}
+}

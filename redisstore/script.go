@@ -45,8 +45,9 @@ import (
 //     indexes are string literals ('0', '-1') for the same reason.
 //   - A redis.call costs the server several times the Lua around it, so
 //     the common paths make few: a log's length and ends (LLEN, LINDEX),
-//     one GET for the others; a refusal writes nothing (instants that
-//     have left the window are trimmed by the next admission, or expire);
+//     one GET for the others; a refusal writes nothing, unless it repairs
+//     a key (below), and instants that have left the window are trimmed by
+//     the next admission, or expire with the log;
 //     an admission adds one write per policy (RPUSH, or SET with its
 //     expiry), and PEXPIRE on a log only when the expiry has to move.
 //   - Eviction finds the instants at or before now - window by galloping

@@ -327,6 +327,12 @@ func TestKeyLayout(t *testing.T) {
 		t.Fatalf("key %q of no policy", k)
 		return ratelimit.Policy{}
 	})
+	// The README's example.
+	takeOK(t, st, "ip:203.0.113.7", policySet(t, ratelimit.Policy{Name: ratelimit.DefaultPolicyName, Limit: 300, Window: time.Minute}), 1)
+	readme := p + "{68368b836af7b89c2c6ef9a3ada81a8da5851bac87288f23f98af357b8b6ba9f}:d7d1308bda43721a:default"
+	if n := c.Exists(context.Background(), readme).Val(); n != 1 {
+		t.Errorf("the README's example key %q not written", readme)
+	}
 }
 
 // TestStateValues checks each algorithm's state after requests of
