@@ -343,6 +343,69 @@ func TestEveryKeyHasTTL(t *testing.T) {
 	})
 }
 
+// TestExpiryCoversState takes from GCRA and counter keys on real server
+// time, with costs that move the arrival time and counts by varying
+// amounts, and reads each key's value, PTTL and the server's clock in one
+// transaction after every write: the key lives at least until its state
+// stops mattering (a GCRA key until its arrival time, a counter until two
+// windows after its window starts), and no longer than maxTTL.
+func TestExpiryCoversState(t *testing.T) {
+	c := sharedClient(t)
+	st, p := newStore(t, c)
+	ctx := context.Background()
+	set := policySet(t,
+		ratelimit.Policy{Name: "gcra", Limit: 50, Window: 700 * time.Millisecond, Algorithm: gcra},
+		ratelimit.Policy{Name: "counter", Limit: 50, Window: 300 * time.Millisecond, Algorithm: counter},
+	)
+	gcraPolicy, counterPolicy := set.At(1), set.At(0) // in the order of their names
+	ks := []string{stateKey(p, "k", set, "gcra"), stateKey(p, "k", set, "counter")}
+	for i, cost := range []int{1, 5, 1, 9, 2, 1, 7, 3, 1, 1} {
+		if _, err := st.Take(ctx, "k", set, cost); err != nil {
+			t.Fatal(err)
+		}
+		var now *redis.TimeCmd
+		vals := make([]*redis.StringCmd, len(ks))
+		pttl := make([]*redis.DurationCmd, len(ks))
+		if _, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			now = pipe.Time(ctx)
+			for j, k := range ks {
+				vals[j] = pipe.Get(ctx, k)
+				pttl[j] = pipe.PTTL(ctx, k)
+			}
+			return nil
+		}); err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		for j, k := range ks {
+			var until int64 // µs: when the state stops mattering
+			v := vals[j].Val()
+			if j == 0 {
+				until, _ = strconv.ParseInt(v, 10, 64)
+			} else {
+				var idx, cur, prev int64
+				fmt.Sscanf(v, "%d:%d:%d", &idx, &cur, &prev)
+				w := counterPolicy.Window.Microseconds()
+				until = idx*w + 2*w
+			}
+			if v == "" {
+				if now.Val().UnixMicro() < until {
+					t.Fatalf("take %d: %s gone", i, k)
+				}
+				continue
+			}
+			ttl := pttl[j].Val()
+			// The key lives through the millisecond its expiry names.
+			if expiry := now.Val().UnixMilli() + ttl.Milliseconds(); ttl <= 0 || (expiry+1)*1000 < until {
+				t.Errorf("take %d: %s = %q expires at %d ms (PTTL %v), before its state stops mattering at %d µs", i, k, v, expiry, ttl, until)
+			}
+			if pol := []ratelimit.Policy{gcraPolicy, counterPolicy}[j]; ttl > maxTTL(pol) {
+				t.Errorf("take %d: %s: PTTL %v, want at most %v", i, k, ttl, maxTTL(pol))
+			}
+		}
+		time.Sleep(time.Duration(i*17%60) * time.Millisecond) // real time: the expiry is Redis's clock at work
+	}
+}
+
 // TestExpiryAcrossQuanta takes from a key on real server time, with gaps
 // below, across and beyond the expiry's quantum (a quarter window) and
 // beyond the window, for two policies of 200 ms and 1 s, so that some
