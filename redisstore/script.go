@@ -50,6 +50,8 @@ import (
 //     the next admission, or expire with the log;
 //     an admission adds one write per policy (RPUSH, or SET with its
 //     expiry), and PEXPIRE on a log only when the expiry has to move.
+//   - Keys are deleted with UNLINK, so that a large one (a foreign value,
+//     a long log drained whole) is freed off Redis's main thread.
 //   - Eviction finds the instants at or before now - window by galloping
 //     from the head and then bisecting, so a key that drains many instants
 //     at once costs O(log n) LINDEX calls, and one LTRIM removes them.
@@ -182,7 +184,7 @@ end
 local bad = {}
 local function drop(k)
   bad[k] = true
-  if not RO then redis.call('DEL', k) end
+  if not RO then redis.call('UNLINK', k) end
 end
 
 -- at returns instant i of log k, or starts the decision over without k.
@@ -296,7 +298,7 @@ local function prepare()
         -- now, in place, so that the log stays sorted and counted.
         local keep = 0
         if q.head <= now then keep = prefix(q, 0, q.n, now) end
-        if keep > 0 then redis.call('LTRIM', k, '0', keep - 1) else redis.call('DEL', k) end
+        if keep > 0 then redis.call('LTRIM', k, '0', keep - 1) else redis.call('UNLINK', k) end
         push(k, dec(now), q.n - keep)
         redis.call('PEXPIRE', k, ttl((floor(now / quantum(q)) + 1) * quantum(q) + w))
         q.newest = now
@@ -446,7 +448,7 @@ return run(function()
     local k, limit, w, b = q.k, q.limit, q.w, 4 * i
     if q.algo == 'l' then
       if q.n == 0 and q.off > 0 then
-        redis.call('DEL', k)
+        redis.call('UNLINK', k)
       elseif q.off > 0 then
         redis.call('LTRIM', k, q.off, '-1')
       end
@@ -530,7 +532,7 @@ return run(function()
           if tat > now then
             redis.call('SET', k, dec(tat), 'PX', ttl(tat))
           else
-            redis.call('DEL', k)
+            redis.call('UNLINK', k)
           end
         end
       else
@@ -540,7 +542,7 @@ return run(function()
           q.prev = q.prev - min(cost, q.prev)
         end
         if q.cur == 0 and q.prev == 0 then
-          redis.call('DEL', k)
+          redis.call('UNLINK', k)
         else
           counterSet(q)
         end
