@@ -83,7 +83,8 @@ func testPrefix(t testing.TB, c redis.UniversalClient) string {
 	t.Helper()
 	var b [6]byte
 	rand.Read(b[:])
-	name := strings.NewReplacer("/", ".", " ", "_", "{", "(", "}", ")").Replace(t.Name())
+	// No braces (a hash tag) and no glob characters (SCAN's MATCH).
+	name := strings.NewReplacer("/", ".", " ", "_", "{", "(", "}", ")", "[", "(", "]", ")", "*", "_", "?", "_", "\\", "_").Replace(t.Name())
 	p := "rstest:" + name + ":" + hex.EncodeToString(b[:]) + ":"
 	t.Cleanup(func() { deleteKeys(t, c, p) })
 	return p
