@@ -23,7 +23,9 @@ import (
 
 // BenchmarkRedisDecision runs against the Redis at REDIS_ADDR (default
 // 127.0.0.1:6379), side by side in one run: a bare PING (impl=ping, the
-// floor: one round trip), redisstore (impl=store) and
+// floor: one round trip), redisstore (impl=store, with its refusal cache as
+// it runs by default, and impl=store-nocache, every decision a round
+// trip) and
 // github.com/go-redis/redis_rate/v10 (impl=redis_rate: GCRA in one script,
 // not an exact log) with the same quota, 300 a minute, on the same client, each at 1, 8
 // and 32 concurrent callers, on one hot key and on 10,000 keys. Besides
@@ -43,19 +45,22 @@ func BenchmarkRedisDecision(b *testing.B) {
 	for _, hot := range []bool{true, false} {
 		keys := map[bool]string{true: "hot", false: strconv.Itoa(redisKeys)}[hot]
 		for _, n := range redisCallers {
-			for _, impl := range []string{"ping", "store", "redis_rate"} {
+			for _, impl := range []string{"ping", "store", "store-nocache", "redis_rate"} {
 				b.Run(fmt.Sprintf("keys=%s/callers=%d/impl=%s", keys, n, impl), func(b *testing.B) {
 					p := redisPrefix(b, c)
 					var op func(ctx context.Context, i int) (bool, error)
 					switch impl {
 					case "ping":
 						op = func(ctx context.Context, _ int) (bool, error) { return true, c.Ping(ctx).Err() }
-					case "store":
+					case "store", "store-nocache":
 						// Through a Limiter, as users call it: its own work
 						// is a fraction of a microsecond against a round
-						// trip, and this benchmark does not depend on the
-						// Store interface's signature.
-						st, err := redisstore.New(c, redisstore.WithPrefix(p), redisstore.WithTimeout(10*time.Second))
+						// trip.
+						opts := []redisstore.Option{redisstore.WithPrefix(p), redisstore.WithTimeout(10 * time.Second)}
+						if impl == "store-nocache" {
+							opts = append(opts, redisstore.WithRefusalCache(0))
+						}
+						st, err := redisstore.New(c, opts...)
 						if err != nil {
 							b.Fatal(err)
 						}

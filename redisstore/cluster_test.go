@@ -47,20 +47,22 @@ func startCluster(t *testing.T) *redis.ClusterClient {
 	return c
 }
 
-// TestCluster spreads 10,000 keys, each checked against two policies in
-// one script, over a three-master cluster: no CROSSSLOT or other error,
-// every master holds some, each key's policies share a slot, and every
-// key has a TTL.
+// TestCluster spreads 10,000 keys, each checked against three policies of
+// the three algorithms in one script, over a three-master cluster: no
+// CROSSSLOT or other error, every master holds some, each client's keys
+// share a slot whatever the set, and every key has a TTL.
 func TestCluster(t *testing.T) {
 	c := startCluster(t)
 	st, err := redisstore.New(c, redisstore.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := []ratelimit.Policy{
-		{Name: "default", Limit: 10, Window: time.Minute},
-		{Name: "hour", Limit: 100, Window: time.Hour},
-	}
+	pol := policySet(t,
+		ratelimit.Policy{Name: "default", Limit: 10, Window: time.Minute},
+		ratelimit.Policy{Name: "hour", Limit: 100, Window: time.Hour, Algorithm: counter},
+		ratelimit.Policy{Name: "day", Limit: 1000, Window: 24 * time.Hour, Algorithm: gcra},
+	)
+	other := policySet(t, ratelimit.Policy{Name: "default", Limit: 10, Window: time.Minute})
 	const keys = 10_000
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -98,16 +100,27 @@ func TestCluster(t *testing.T) {
 		}
 		total += n
 	}
-	if len(perMaster) != 3 || total != 2*keys {
-		t.Errorf("%d masters holding %d keys, want 3 holding %d", len(perMaster), total, 2*keys)
+	if len(perMaster) != 3 || total != 3*keys {
+		t.Errorf("%d masters holding %d keys, want 3 holding %d", len(perMaster), total, 3*keys)
 	}
 	for _, i := range []int{0, 4242, keys - 1} {
 		k := "client-" + strconv.Itoa(i)
-		a := c.ClusterKeySlot(context.Background(), logKey(redisstore.DefaultPrefix, k, "default", "60s")).Val()
-		b := c.ClusterKeySlot(context.Background(), logKey(redisstore.DefaultPrefix, k, "hour", "3600s")).Val()
-		if a != b {
-			t.Errorf("%s: policies in slots %d and %d, want one", k, a, b)
+		slots := map[int64]bool{}
+		for _, name := range []string{"default", "hour", "day"} {
+			slots[c.ClusterKeySlot(context.Background(), stateKey(redisstore.DefaultPrefix, k, pol, name)).Val()] = true
+		}
+		slots[c.ClusterKeySlot(context.Background(), stateKey(redisstore.DefaultPrefix, k, other, "default")).Val()] = true
+		if len(slots) != 1 {
+			t.Errorf("%s: keys in slots %v, want one", k, slots)
 		}
 	}
-	checkTTLs(t, c, redisstore.DefaultPrefix)
+	checkTTLs(t, c, redisstore.DefaultPrefix, func(k string) ratelimit.Policy {
+		for i := range pol.Len() {
+			if strings.HasSuffix(k, ":"+pol.At(i).Name) {
+				return pol.At(i)
+			}
+		}
+		t.Fatalf("key %q of no policy", k)
+		return ratelimit.Policy{}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,35 +21,26 @@ import (
 	"github.com/slidelog/ratelimit/redisstore"
 )
 
-// childPrefix, set in the environment, makes TestCrossProcess act as one
-// of the processes its parent starts, under that key prefix.
-const childPrefix = "REDISSTORE_TEST_CHILD_PREFIX"
-
+// childPrefix and childMode, set in the environment, make a test act as
+// one of the processes its parent starts, under that key prefix.
 const (
-	crossProcs    = 4
-	crossRoutines = 16
-	crossCalls    = 25 // per goroutine: 1,600 attempts in all
-	crossLimit    = 300
+	childPrefix = "REDISSTORE_TEST_CHILD_PREFIX"
+	childMode   = "REDISSTORE_TEST_CHILD_MODE"
 )
 
-var crossPolicy = []ratelimit.Policy{{Name: "default", Limit: crossLimit, Window: time.Hour}}
+const crossProcs = 4
 
-// TestCrossProcess runs 4 processes (this test binary, re-executed) of 16
-// goroutines each against one key with a limit of 300: exactly 300 are
-// allowed in all, and the log holds exactly 300 instants.
-func TestCrossProcess(t *testing.T) {
-	if p := os.Getenv(childPrefix); p != "" {
-		crossChild(t, p)
-		return
-	}
-	c := sharedClient(t)
-	p := testPrefix(t, c)
+// runChildren runs crossProcs processes of this test binary that run
+// test in mode under prefix, releases them together once all are ready,
+// and returns the lines each printed.
+func runChildren(t *testing.T, c *redis.Client, test, mode, prefix string) [][]string {
+	t.Helper()
 	ctx := context.Background()
 	cmds := make([]*exec.Cmd, crossProcs)
 	outs := make([]*bytes.Buffer, crossProcs)
 	for i := range cmds {
-		cmds[i] = exec.Command(os.Args[0], "-test.run=^TestCrossProcess$", "-test.count=1")
-		cmds[i].Env = append(os.Environ(), childPrefix+"="+p, "REDIS_ADDR="+redisAddr())
+		cmds[i] = exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+		cmds[i].Env = append(os.Environ(), childPrefix+"="+prefix, childMode+"="+mode, "REDIS_ADDR="+redisAddr())
 		outs[i] = new(bytes.Buffer)
 		cmds[i].Stdout, cmds[i].Stderr = outs[i], outs[i]
 		if err := cmds[i].Start(); err != nil {
@@ -58,63 +50,228 @@ func TestCrossProcess(t *testing.T) {
 	// Release the children together, once all are ready, so that they
 	// overlap.
 	waitFor(t, 30*time.Second, "children ready", func() bool {
-		n, _ := c.Get(ctx, p+"ready").Int()
+		n, _ := c.Get(ctx, prefix+"ready").Int()
 		return n == crossProcs
 	})
 	for range crossProcs {
-		c.RPush(ctx, p+"go", 1)
+		c.RPush(ctx, prefix+"go", 1)
 	}
-	total := 0
+	lines := make([][]string, crossProcs)
 	for i, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
 		}
-		n := -1
 		sc := bufio.NewScanner(outs[i])
 		for sc.Scan() {
-			if s, ok := strings.CutPrefix(sc.Text(), "allowed "); ok {
-				n, _ = strconv.Atoi(s)
-			}
+			lines[i] = append(lines[i], sc.Text())
 		}
-		if n < 0 {
-			t.Fatalf("child %d reported no count:\n%s", i, outs[i])
-		}
-		t.Logf("process %d: %d allowed", i, n)
-		total += n
 	}
-	if total != crossLimit {
-		t.Errorf("allowed %d in all, want %d", total, crossLimit)
-	}
-	if n := c.LLen(ctx, logKey(p, "hot", "default", "3600s")).Val(); n != crossLimit {
-		t.Errorf("LLEN = %d, want %d", n, crossLimit)
-	}
+	return lines
 }
 
-// crossChild is one process of TestCrossProcess.
-func crossChild(t *testing.T, prefix string) {
-	c := sharedClient(t)
+// childReady tells the parent this child is ready and waits for the go.
+func childReady(t *testing.T, c *redis.Client, prefix string) {
 	ctx := context.Background()
-	// Generous: this is about counting, and 64 goroutines in 4 race-
-	// enabled processes share two cores.
-	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
 	c.Incr(ctx, prefix+"ready")
 	if err := c.BLPop(ctx, 30*time.Second, prefix+"go").Err(); err != nil {
 		t.Fatalf("waiting for the go: %v", err)
 	}
-	n := hammer(t, []ratelimit.Store{st}, "hot", crossPolicy, crossRoutines, crossCalls)
-	fmt.Printf("allowed %d\n", n)
 }
 
-// TestScriptFlush flushes the script cache again and again while requests
-// run: the store re-sends the script and no caller sees an error.
-func TestScriptFlush(t *testing.T) {
+// childStore is the store of a child process: the refusal cache on, as
+// by default, and a generous timeout: this is about counting, and the
+// goroutines of 4 race-enabled processes share two cores.
+func childStore(t *testing.T, c *redis.Client, prefix string) *redisstore.Store {
+	st, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+var crossSet, _ = ratelimit.NewPolicySet(ratelimit.Policy{Name: "default", Limit: 300, Window: time.Hour})
+
+// TestCrossProcess runs 4 processes (this test binary, re-executed) of 16
+// goroutines each, 25 requests each, against one key with a limit of
+// 300: exactly 300 are allowed in all, and the log holds exactly 300
+// instants, refusal caches and all.
+func TestCrossProcess(t *testing.T) {
+	if p := os.Getenv(childPrefix); p != "" {
+		c := sharedClient(t)
+		st := childStore(t, c, p)
+		childReady(t, c, p)
+		fmt.Printf("allowed %d\n", len(hammer(t, []ratelimit.Store{st}, "hot", crossSet, 16, 25)))
+		return
+	}
 	c := sharedClient(t)
-	st, p := newStore(t, c, redisstore.WithTimeout(5*time.Second))
+	p := testPrefix(t, c)
+	total := 0
+	for i, lines := range runChildren(t, c, "TestCrossProcess", "exact", p) {
+		n := -1
+		for _, l := range lines {
+			if s, ok := strings.CutPrefix(l, "allowed "); ok {
+				n, _ = strconv.Atoi(s)
+			}
+		}
+		if n < 0 {
+			t.Fatalf("child %d reported no count:\n%s", i, strings.Join(lines, "\n"))
+		}
+		t.Logf("process %d: %d allowed", i, n)
+		total += n
+	}
+	if total != 300 {
+		t.Errorf("allowed %d in all, want 300", total)
+	}
+	if n := c.LLen(context.Background(), stateKey(p, "hot", crossSet, "default")).Val(); n != 300 {
+		t.Errorf("LLEN = %d, want 300", n)
+	}
+}
+
+// crossPlans are the issue's plans: 10 a second, exactly, beside a daily
+// quota kept in O(1), by GCRA or by the window counter.
+var crossPlans = map[string]ratelimit.PolicySet{}
+
+func init() {
+	for name, a := range map[string]ratelimit.Algorithm{"gcra": ratelimit.GCRA, "counter": ratelimit.SlidingWindowCounter} {
+		s, err := ratelimit.NewPolicySet(
+			ratelimit.Policy{Name: "second", Limit: 10, Window: time.Second},
+			ratelimit.Policy{Name: "daily", Limit: 100_000, Window: 24 * time.Hour, Algorithm: a},
+		)
+		if err != nil {
+			panic(err)
+		}
+		crossPlans[name] = s
+	}
+}
+
+// crossPlanRun is how long each child floods the plans.
+const crossPlanRun = 2500 * time.Millisecond
+
+// TestCrossProcessPlans runs 4 processes of 2 goroutines per plan, each
+// flooding one key under {10 per second, sliding log} beside {100,000 a
+// day, GCRA} (and the window counter in its place) for 2.5s of real time,
+// refusal caches on. From the instants the processes were told (Result.At
+// is the server's clock reading of the decision, an admission's instant
+// in the log): no one-second window holds more than 10 admissions, and
+// every refusal sampled had 10 admissions in the second before it, so
+// the log policy is exact both ways; and the daily policy's state in
+// Redis counts exactly the admissions the processes saw.
+func TestCrossProcessPlans(t *testing.T) {
+	if p := os.Getenv(childPrefix); p != "" {
+		crossPlanChild(t, p)
+		return
+	}
+	c := sharedClient(t)
+	p := testPrefix(t, c)
+	admitted := map[string][]int64{}
+	refused := map[string][]int64{}
+	for i, lines := range runChildren(t, c, "TestCrossProcessPlans", "plans", p) {
+		n := 0
+		for _, l := range lines {
+			f := strings.Fields(l)
+			if len(f) != 3 || (f[0] != "a" && f[0] != "r") {
+				continue
+			}
+			at, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				t.Fatalf("child %d: %q: %v", i, l, err)
+			}
+			if f[0] == "a" {
+				admitted[f[1]] = append(admitted[f[1]], at)
+			} else {
+				refused[f[1]] = append(refused[f[1]], at)
+			}
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("child %d reported nothing:\n%s", i, strings.Join(lines, "\n"))
+		}
+	}
 	ctx := context.Background()
-	pol := []ratelimit.Policy{{Name: "default", Limit: 200, Window: time.Minute}}
+	for name, set := range crossPlans {
+		ats := admitted[name]
+		slices.Sort(ats)
+		t.Logf("%s: %d admitted over %v, %d refusals sampled", name, len(ats), time.Duration(ats[len(ats)-1]-ats[0])*time.Microsecond, len(refused[name]))
+		if len(ats) < 20 {
+			t.Errorf("%s: %d admitted, want at least 20 (two windows' worth)", name, len(ats))
+		}
+		for i := 0; i+10 < len(ats); i++ {
+			if ats[i+10]-ats[i] < 1_000_000 {
+				t.Fatalf("%s: 11 admissions within one second, from %d to %d µs", name, ats[i], ats[i+10])
+			}
+		}
+		for _, r := range refused[name] {
+			lo, _ := slices.BinarySearch(ats, r-1_000_000+1)
+			hi, _ := slices.BinarySearch(ats, r+1)
+			if hi-lo < 10 {
+				t.Errorf("%s: refused at %d µs with %d admissions in the second before, want 10", name, r, hi-lo)
+				break
+			}
+		}
+		state := c.Get(ctx, stateKey(p, "plan-"+name, set, "daily")).Val()
+		switch name {
+		case "gcra":
+			// Each admission moves the arrival time on by 864ms, and
+			// 10 a second keep it ahead of the clock: it is the first
+			// admission plus all of them.
+			if want := strconv.FormatInt(ats[0]+int64(len(ats))*864_000, 10); state != want {
+				t.Errorf("gcra: the daily state is %s, want %s: the first admission + %d x 864ms", state, want, len(ats))
+			}
+		case "counter":
+			var idx, cur, prev int
+			if _, err := fmt.Sscanf(state, "%d:%d:%d", &idx, &cur, &prev); err != nil || cur+prev != len(ats) {
+				t.Errorf("counter: the daily state is %q, want counts adding up to the %d admissions", state, len(ats))
+			}
+		}
+	}
+}
+
+// crossPlanChild is one process of TestCrossProcessPlans: it prints "a
+// <plan> <At>" for each admission, and "r <plan> <At>" for a sample of the
+// refusals.
+func crossPlanChild(t *testing.T, prefix string) {
+	c := sharedClient(t)
+	st := childStore(t, c, prefix)
+	childReady(t, c, prefix)
+	var mu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	end := time.Now().Add(crossPlanRun)
+	var wg sync.WaitGroup
+	for name, set := range crossPlans {
+		for g := range 2 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(g), uint64(os.Getpid())))
+				for time.Now().Before(end) {
+					res, err := st.Take(context.Background(), "plan-"+name, set, 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					// Refusals come by the million from the cache: keep
+					// one in 2,000.
+					if res.Allowed || rng.IntN(2000) == 0 {
+						mu.Lock()
+						fmt.Fprintf(out, "%s %s %d\n", map[bool]string{true: "a", false: "r"}[res.Allowed], name, res.At.UnixMicro())
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// TestScriptFlush flushes the script cache of a server of its own again
+// and again while requests run: the store re-sends its scripts and no
+// caller sees an error.
+func TestScriptFlush(t *testing.T) {
+	srv := startServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	st, p := newStore(t, c, redisstore.WithRefusalCache(0))
+	ctx := context.Background()
+	set := policySet(t, ratelimit.Policy{Name: "default", Limit: 200, Window: time.Minute})
 	done := make(chan struct{})
 	var flushes int
 	var wg sync.WaitGroup
@@ -133,14 +290,14 @@ func TestScriptFlush(t *testing.T) {
 			time.Sleep(time.Millisecond) // pacing the flushes, not waiting for the clock
 		}
 	})
-	allowed := hammer(t, []ratelimit.Store{st}, "k", pol, 8, 50)
+	allowed := hammer(t, []ratelimit.Store{st}, "k", set, 8, 50)
 	close(done)
 	wg.Wait()
 	t.Logf("%d flushes", flushes)
-	if allowed != 200 {
-		t.Errorf("allowed %d, want 200", allowed)
+	if len(allowed) != 200 {
+		t.Errorf("allowed %d, want 200", len(allowed))
 	}
-	if n := c.LLen(ctx, logKey(p, "k", "default", "60s")).Val(); n != 200 {
+	if n := c.LLen(ctx, stateKey(p, "k", set, "default")).Val(); n != 200 {
 		t.Errorf("LLEN = %d, want 200", n)
 	}
 	if st.Failures() != 0 {
@@ -148,23 +305,26 @@ func TestScriptFlush(t *testing.T) {
 	}
 }
 
-// TestEveryKeyHasTTL runs a mixed load (several keys, two policies, one
-// with a short window that drains, weighted costs) and then checks every
-// key the store wrote: each has a TTL, at most maxTTL of its window.
+// TestEveryKeyHasTTL runs a mixed load (several keys, policies of every
+// algorithm, one with a short window that drains, weighted costs) on the
+// server's clock, and then checks every key the store wrote: each has a
+// TTL, at most maxTTL of its policy.
 func TestEveryKeyHasTTL(t *testing.T) {
 	c := sharedClient(t)
-	st, p := newStore(t, c, redisstore.WithTimeout(5*time.Second))
-	pol := []ratelimit.Policy{
-		{Name: "default", Limit: 40, Window: time.Minute},
-		{Name: "burst", Limit: 5, Window: 20 * time.Millisecond},
-	}
+	st, p := newStore(t, c)
+	set := policySet(t,
+		ratelimit.Policy{Name: "default", Limit: 40, Window: time.Minute},
+		ratelimit.Policy{Name: "burst", Limit: 5, Window: 20 * time.Millisecond},
+		ratelimit.Policy{Name: "gcra", Limit: 20, Window: 10 * time.Second, Algorithm: gcra},
+		ratelimit.Policy{Name: "counter", Limit: 30, Window: 50 * time.Millisecond, Algorithm: counter},
+	)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 1))
 			for range 150 {
 				key := "k" + strconv.Itoa(r.IntN(50))
-				if _, err := st.Take(context.Background(), key, pol, 1+r.IntN(3)); err != nil {
+				if _, err := st.Take(context.Background(), key, set, 1+r.IntN(3)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -172,45 +332,78 @@ func TestEveryKeyHasTTL(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	checkTTLs(t, c, p)
+	checkTTLs(t, c, p, func(k string) ratelimit.Policy {
+		for i := range set.Len() {
+			if strings.HasSuffix(k, ":"+set.At(i).Name) {
+				return set.At(i)
+			}
+		}
+		t.Fatalf("key %q of no policy", k)
+		return ratelimit.Policy{}
+	})
 }
 
-// maxTTL is the longest TTL the store gives a log of window w: the expiry
-// is set in steps of a quantum, a quarter of the window, to the end of the
-// newest instant's quantum plus the window, rounded up to the millisecond;
-// PTTL, read later, may be a millisecond past that. See takeScript.
-func maxTTL(w time.Duration) time.Duration {
-	quantum := max(w/4/time.Microsecond*time.Microsecond, time.Microsecond)
-	return (w + quantum + time.Millisecond - 1).Truncate(time.Millisecond) + time.Millisecond
-}
-
-// checkTTLs checks that every key under prefix has a TTL, at most maxTTL of
-// the window its name ends with.
-func checkTTLs(t *testing.T, c redis.UniversalClient, prefix string) {
-	t.Helper()
-	keys := scanKeys(t, c, prefix)
-	if len(keys) == 0 {
-		t.Fatal("no keys written")
-	}
-	for _, k := range keys {
-		ttl, err := c.PTTL(context.Background(), k).Result()
-		if err != nil {
+// TestExpiryCoversState takes from GCRA and counter keys on real server
+// time, with costs that move the arrival time and counts by varying
+// amounts, and reads each key's value, PTTL and the server's clock in one
+// transaction after every write: the key lives at least until its state
+// stops mattering (a GCRA key until its arrival time, a counter until two
+// windows after its window starts), and no longer than maxTTL.
+func TestExpiryCoversState(t *testing.T) {
+	c := sharedClient(t)
+	st, p := newStore(t, c)
+	ctx := context.Background()
+	set := policySet(t,
+		ratelimit.Policy{Name: "gcra", Limit: 50, Window: 700 * time.Millisecond, Algorithm: gcra},
+		ratelimit.Policy{Name: "counter", Limit: 50, Window: 300 * time.Millisecond, Algorithm: counter},
+	)
+	gcraPolicy, counterPolicy := set.At(1), set.At(0) // in the order of their names
+	ks := []string{stateKey(p, "k", set, "gcra"), stateKey(p, "k", set, "counter")}
+	for i, cost := range []int{1, 5, 1, 9, 2, 1, 7, 3, 1, 1} {
+		if _, err := st.Take(ctx, "k", set, cost); err != nil {
 			t.Fatal(err)
 		}
-		if ttl == -2*time.Nanosecond {
-			continue // expired between SCAN and PTTL
+		var now *redis.TimeCmd
+		vals := make([]*redis.StringCmd, len(ks))
+		pttl := make([]*redis.DurationCmd, len(ks))
+		if _, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			now = pipe.Time(ctx)
+			for j, k := range ks {
+				vals[j] = pipe.Get(ctx, k)
+				pttl[j] = pipe.PTTL(ctx, k)
+			}
+			return nil
+		}); err != nil && err != redis.Nil {
+			t.Fatal(err)
 		}
-		w, err := time.ParseDuration(k[strings.LastIndexByte(k, ':')+1:])
-		if err != nil {
-			t.Fatalf("key %s: %v", k, err)
+		for j, k := range ks {
+			var until int64 // µs: when the state stops mattering
+			v := vals[j].Val()
+			if j == 0 {
+				until, _ = strconv.ParseInt(v, 10, 64)
+			} else {
+				var idx, cur, prev int64
+				fmt.Sscanf(v, "%d:%d:%d", &idx, &cur, &prev)
+				w := counterPolicy.Window.Microseconds()
+				until = idx*w + 2*w
+			}
+			if v == "" {
+				if now.Val().UnixMicro() < until {
+					t.Fatalf("take %d: %s gone", i, k)
+				}
+				continue
+			}
+			ttl := pttl[j].Val()
+			// The key lives through the millisecond its expiry names.
+			if expiry := now.Val().UnixMilli() + ttl.Milliseconds(); ttl <= 0 || (expiry+1)*1000 < until {
+				t.Errorf("take %d: %s = %q expires at %d ms (PTTL %v), before its state stops mattering at %d µs", i, k, v, expiry, ttl, until)
+			}
+			if pol := []ratelimit.Policy{gcraPolicy, counterPolicy}[j]; ttl > maxTTL(pol) {
+				t.Errorf("take %d: %s: PTTL %v, want at most %v", i, k, ttl, maxTTL(pol))
+			}
 		}
-		// PTTL is -1 for a key without a TTL, 0 for one expiring within
-		// the millisecond.
-		if ttl < 0 || ttl > maxTTL(w) {
-			t.Errorf("PTTL %s = %v, want in [0, %v]", k, ttl, maxTTL(w))
-		}
+		time.Sleep(time.Duration(i*17%60) * time.Millisecond) // real time: the expiry is Redis's clock at work
 	}
-	t.Logf("%d keys, all with a TTL", len(keys))
 }
 
 // TestExpiryAcrossQuanta takes from a key on real server time, with gaps
@@ -225,21 +418,22 @@ func checkTTLs(t *testing.T, c redis.UniversalClient, prefix string) {
 // expiry is Redis's own clock at work.
 func TestExpiryAcrossQuanta(t *testing.T) {
 	c := sharedClient(t)
-	st, p := newStore(t, c, redisstore.WithTimeout(5*time.Second))
+	st, p := newStore(t, c)
 	ctx := context.Background()
 	pol := []ratelimit.Policy{
 		{Name: "short", Limit: 10_000, Window: 200 * time.Millisecond},
 		{Name: "long", Limit: 10_000, Window: time.Second},
 	}
-	ks := []string{logKey(p, "client", "short", "200ms"), logKey(p, "client", "long", "1s")}
+	set := policySet(t, pol...)
+	ks := []string{stateKey(p, "client", set, "short"), stateKey(p, "client", set, "long")}
 	var stamps []int64 // every instant written, oldest first
 	// Gaps in milliseconds: within a 50 ms quantum of the short window,
 	// across one or several, and one past its whole window.
 	gaps := []int{0, 5, 10, 40, 15, 60, 5, 110, 30, 250, 20, 70, 10, 45}
 	for i, gap := range gaps {
 		time.Sleep(time.Duration(gap) * time.Millisecond) // real time, see above
-		before := serverTime(t, c)
-		res, err := st.Take(ctx, "client", pol, 1)
+		before := serverTime(t, c).UnixMicro()
+		res, err := st.Take(ctx, "client", set, 1)
 		if err != nil || !res.Allowed {
 			t.Fatalf("take %d: %+v, %v", i, res, err)
 		}
@@ -291,8 +485,8 @@ func TestExpiryAcrossQuanta(t *testing.T) {
 				t.Errorf("take %d, %s: log %v, want %v", i, pol[j].Name, got, want)
 			}
 			ttl := pttl[j].Val()
-			if ttl <= 0 || ttl > maxTTL(w) {
-				t.Errorf("take %d, %s: PTTL %v, want in (0, %v]", i, pol[j].Name, ttl, maxTTL(w))
+			if ttl <= 0 || ttl > maxTTL(pol[j]) {
+				t.Errorf("take %d, %s: PTTL %v, want in (0, %v]", i, pol[j].Name, ttl, maxTTL(pol[j]))
 			}
 			// The key lives through the millisecond its expiry names;
 			// PTTL counts from a clock read at or after TIME.

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/slidelog/ratelimit"
 )
@@ -19,15 +20,19 @@ const (
 	// limiter was built WithFailOpen).
 	FailClosed FailurePolicy = iota
 	// FailOpen allows the request without counting it anywhere. The
-	// Result reports the tightest policy with Remaining = Limit - cost and
-	// no Reset, as if the key were fresh. Protection is off while Redis is
-	// down.
+	// Result reports the policy ratelimit.Tightest picks when each has
+	// Remaining = Limit - cost and no Reset, as if the key were fresh: the
+	// least limit, ties to the first in the set's order. Protection is off
+	// while Redis is down, except for the refusals the store remembers
+	// (WithRefusalCache), which it keeps answering until they expire.
 	FailOpen
 	// FailLocal decides with a store local to the process (a memory store
 	// made by New, or the one given WithFallback). Each server then
 	// enforces the limit on its own, so a fleet of N servers admits up to
 	// N x limit per key while Redis is down; requests decided locally are
-	// not counted in Redis when it returns.
+	// not counted in Redis when it returns, and refusals decided locally
+	// are not remembered by the refusal cache (the local store answers
+	// them itself).
 	FailLocal
 )
 
@@ -47,15 +52,16 @@ func (p FailurePolicy) String() string {
 // when Redis fails; errors.Is finds it, and the wrapped cause too.
 var ErrUnavailable = errors.New("ratelimit: redisstore: redis unavailable")
 
-// openResult is the Result of a request let through by FailOpen: the
-// policy with the fewest remaining if the key were fresh (ties to the
-// longer window), since nothing is known of its real standing.
-func openResult(policies []ratelimit.Policy, cost int) ratelimit.Result {
-	best := policies[0]
-	for _, p := range policies[1:] {
-		if p.Limit < best.Limit || p.Limit == best.Limit && p.Window > best.Window {
-			best = p
-		}
+// openResult is the Result of a request let through by FailOpen at the
+// local instant at: nothing is known of the key's real standing, and
+// nothing is counted, so each policy reports its quota less the cost and
+// no Reset, and Tightest picks the one reported, as for any decision.
+func openResult(set ratelimit.PolicySet, cost int, at time.Time) ratelimit.Result {
+	var buf [4]ratelimit.Result
+	rs := buf[:0]
+	for i := range set.Len() {
+		p := set.At(i)
+		rs = append(rs, ratelimit.Result{Allowed: true, Limit: p.Limit, Remaining: p.Limit - cost, Policy: p.Name, At: at})
 	}
-	return ratelimit.Result{Allowed: true, Limit: best.Limit, Remaining: best.Limit - cost, Policy: best.Name}
+	return ratelimit.Tightest(rs)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,7 +35,7 @@ type load struct {
 
 func startLoad(st ratelimit.Store, g int, policy redisstore.FailurePolicy) *load {
 	l := &load{stop: make(chan struct{})}
-	pol := []ratelimit.Policy{{Name: "default", Limit: 1_000_000, Window: time.Minute}}
+	pol, _ := ratelimit.NewPolicySet(ratelimit.Policy{Name: "default", Limit: 1_000_000, Window: time.Minute})
 	for i := range g {
 		key := "load-" + string(rune('a'+i))
 		l.wg.Go(func() {
@@ -94,6 +95,20 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// clientOptions are the client settings the README recommends, for the
+// server at addr: a call that fails fails at once, or at the store's
+// timeout, not after go-redis's dial retries and command retries.
+func clientOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           redisstore.DefaultTimeout,
+		DialerRetries:         1,
+		MaxRetries:            -1,
+		PoolTimeout:           redisstore.DefaultTimeout,
+	}
+}
+
 // TestRedisDown stops the store's Redis under load and starts it again:
 // every policy behaves as documented while it is down, no call outlives
 // the timeout, and the store uses Redis again once it is back.
@@ -101,7 +116,7 @@ func TestRedisDown(t *testing.T) {
 	for _, fp := range []redisstore.FailurePolicy{redisstore.FailClosed, redisstore.FailOpen, redisstore.FailLocal} {
 		t.Run(fp.String(), func(t *testing.T) {
 			srv := startServer(t)
-			c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+			c := redis.NewClient(clientOptions(srv.addr))
 			t.Cleanup(func() { c.Close() })
 			var hooked atomic.Uint64
 			st, err := redisstore.New(c, redisstore.WithFailurePolicy(fp),
@@ -111,7 +126,7 @@ func TestRedisDown(t *testing.T) {
 			}
 			defer st.Close()
 			ctx := context.Background()
-			pol := []ratelimit.Policy{{Name: "default", Limit: 5, Window: time.Minute}}
+			pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 5, Window: time.Minute})
 			takeN := func(key string, n int) (allowed int, errs []error) {
 				for range n {
 					res, err := st.Take(ctx, key, pol, 1)
@@ -133,9 +148,13 @@ func TestRedisDown(t *testing.T) {
 
 			switch fp {
 			case redisstore.FailClosed:
-				_, err := st.Take(ctx, "up", pol, 1)
+				_, err := st.Take(ctx, "fresh", pol, 1)
 				if !errors.Is(err, redisstore.ErrUnavailable) {
 					t.Errorf("Redis down: error %v, want ErrUnavailable", err)
+				}
+				// A refusal remembered before the outage still holds.
+				if res, err := st.Take(ctx, "up", pol, 1); err != nil || res.Allowed {
+					t.Errorf("Redis down: a remembered refusal: %+v, %v; want refused, no error", res, err)
 				}
 				lim, err := ratelimit.New(5, time.Minute, ratelimit.KeyByHeader("X-Key"), ratelimit.WithStore(st))
 				if err != nil {
@@ -149,8 +168,13 @@ func TestRedisDown(t *testing.T) {
 					t.Errorf("middleware: status %d, Retry-After %q; want 503, \"1\"", rec.Code, rec.Header().Get("Retry-After"))
 				}
 			case redisstore.FailOpen:
-				// "up" is full in Redis; open, everything passes.
-				if a, errs := takeN("up", 10); a != 10 || errs != nil {
+				// "up" is full in Redis, and its refusal is remembered
+				// until it could change: still refused. Open, a key
+				// Redis never refused passes.
+				if a, errs := takeN("up", 3); a != 0 || errs != nil {
+					t.Errorf("Redis down: a remembered refusal: allowed %d of 3, errors %v; want 0, none", a, errs)
+				}
+				if a, errs := takeN("open", 10); a != 10 || errs != nil {
 					t.Errorf("Redis down: allowed %d of 10, errors %v; want 10, none", a, errs)
 				}
 			case redisstore.FailLocal:
@@ -160,7 +184,7 @@ func TestRedisDown(t *testing.T) {
 				}
 			}
 
-			srv.start()
+			srv.restart(t)
 			waitFor(t, 10*time.Second, "recovery", func() bool {
 				before := st.Failures()
 				_, err := st.Take(ctx, "probe", pol, 1)
@@ -192,9 +216,9 @@ func TestSlowRedis(t *testing.T) {
 			px := startProxy(t, redisAddr())
 			c := redis.NewClient(&redis.Options{Addr: px.addr(), ContextTimeoutEnabled: bounded})
 			t.Cleanup(func() { c.Close() })
-			st, _ := newStore(t, c)
+			st, _ := newStore(t, c, redisstore.WithTimeout(redisstore.DefaultTimeout))
 			ctx := context.Background()
-			pol := []ratelimit.Policy{{Name: "default", Limit: 100, Window: time.Minute}}
+			pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 100, Window: time.Minute})
 			if _, err := st.Take(ctx, "k", pol, 1); err != nil {
 				t.Fatalf("no delay: %v", err)
 			}
@@ -224,6 +248,102 @@ func TestSlowRedis(t *testing.T) {
 				_, err := st.Take(ctx, "k", pol, 1)
 				return err == nil
 			})
+		})
+	}
+}
+
+// TestOutageClientSettings: while nothing listens at the server's
+// address, a call through a client with the README's settings fails at
+// once, where one through go-redis's defaults waits out the store's
+// whole timeout on dial retries and command retries, every request of an
+// outage then taking that long under FailOpen or FailLocal.
+func TestOutageClientSettings(t *testing.T) {
+	addr, err := spareAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := policySet(t, ratelimit.Policy{Name: "p", Limit: 5, Window: time.Minute})
+	for _, tt := range []struct {
+		name string
+		opts *redis.Options
+		fast bool
+	}{
+		{"defaults", &redis.Options{Addr: addr, ContextTimeoutEnabled: true}, false},
+		{"the README's settings", clientOptions(addr), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := redis.NewClient(tt.opts)
+			t.Cleanup(func() { c.Close() })
+			st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailOpen))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var took []time.Duration
+			for range 21 {
+				start := time.Now()
+				if res, err := st.Take(context.Background(), "k", set, 1); err != nil || !res.Allowed {
+					t.Fatalf("Take: %+v, %v; want allowed (FailOpen)", res, err)
+				}
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			median, slowest := took[len(took)/2], took[len(took)-1]
+			t.Logf("median %v, slowest %v", median, slowest)
+			if slowest > redisstore.DefaultTimeout+slack {
+				t.Errorf("slowest call %v, want within the timeout %v (+%v slack)", slowest, redisstore.DefaultTimeout, slack)
+			}
+			// Either way round the median is far from the boundary: a
+			// refused dial takes well under a millisecond, a wait for the
+			// deadline the whole timeout.
+			if fast := median < redisstore.DefaultTimeout/2; fast != tt.fast {
+				t.Errorf("median call %v; want below half the timeout: %v", median, tt.fast)
+			}
+		})
+	}
+}
+
+// TestRestart kills a server of its own (SIGKILL, as a crash would) and
+// starts it again: without persistence every count is forgotten and a
+// full client gets its whole quota again, for every algorithm; with the
+// append-only file synced on every write, as the README recommends, the
+// counts survive. A store of its own after the restart reads Redis
+// afresh, as another process would.
+func TestRestart(t *testing.T) {
+	set := policySet(t,
+		ratelimit.Policy{Name: "log", Limit: 5, Window: time.Hour},
+		ratelimit.Policy{Name: "gcra", Limit: 5, Window: time.Hour, Algorithm: gcra},
+		ratelimit.Policy{Name: "counter", Limit: 5, Window: time.Hour, Algorithm: counter},
+	)
+	for _, tt := range []struct {
+		name     string
+		args     []string
+		remember bool
+	}{
+		{"no persistence", nil, false},
+		{"appendonly, fsync always", []string{"--appendonly", "yes", "--appendfsync", "always"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startServer(t, tt.args...)
+			c := redis.NewClient(clientOptions(srv.addr))
+			t.Cleanup(func() { c.Close() })
+			before, _ := newStore(t, c)
+			if got := len(hammer(t, []ratelimit.Store{before}, "k", set, 1, 5)); got != 5 {
+				t.Fatalf("%d of 5 allowed before the restart, want 5", got)
+			}
+			srv.stop()
+			srv.restart(t)
+			after, err := redisstore.New(c, redisstore.WithPrefix(prefixOf(t, before)), redisstore.WithTimeout(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res ratelimit.Result
+			waitFor(t, 5*time.Second, "the client reconnects", func() bool {
+				res, err = after.Take(context.Background(), "k", set, 1)
+				return err == nil
+			})
+			if res.Allowed == tt.remember {
+				t.Errorf("after the restart: %+v; want allowed %v (counts remembered: %v)", res, !tt.remember, tt.remember)
+			}
 		})
 	}
 }

@@ -3,9 +3,7 @@ package redisstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/slidelog/ratelimit"
 )
@@ -14,51 +12,44 @@ import (
 // otherwise.
 const DefaultPrefix = "ratelimit:"
 
-// keys returns the Redis key of each policy's log for the client key key.
+// keys returns the Redis key of each policy's state, in the set's order,
+// for the client key key:
+//
+//	<prefix>{<hex SHA-256 of key>}:<hex of the first 8 bytes of SHA-256 of set.ID()>:<policy name>
 //
 // The client key is hashed so that secrets (API keys, tokens) and odd
 // bytes never reach Redis, and every key has the same short length. The
-// hash sits in a hash tag so that all of a client's policies share a
-// Cluster slot. The window is part of the name so that changing a
-// policy's window starts a fresh log instead of reading one kept under
-// another window.
-func keys(prefix, key string, policies []ratelimit.Policy) []string {
+// hash sits in a hash tag so that all of a client's keys share a Cluster
+// slot, whatever the set. The set's digest keeps sets apart, as the
+// Store contract asks: a count belongs to a key, a set and one of its
+// policies, so two sets that share a policy (or a set whose limit, window
+// or algorithm changed) never read each other's state. The policy's name
+// is unique within its set.
+func keys(prefix, key string, set ratelimit.PolicySet) []string {
 	sum := sha256.Sum256([]byte(key))
-	var tag [2*sha256.Size + 3]byte
-	tag[0] = '{'
-	hex.Encode(tag[1:], sum[:])
-	tag[len(tag)-2] = '}'
-	tag[len(tag)-1] = ':'
-	ks := make([]string, len(policies))
-	for i, p := range policies {
+	id := sha256.Sum256([]byte(set.ID()))
+	// {hash}:digest:
+	var mid [1 + 2*sha256.Size + 2 + 2*setDigestBytes + 1]byte
+	mid[0] = '{'
+	hex.Encode(mid[1:], sum[:])
+	mid[1+2*sha256.Size] = '}'
+	mid[2+2*sha256.Size] = ':'
+	hex.Encode(mid[3+2*sha256.Size:], id[:setDigestBytes])
+	mid[len(mid)-1] = ':'
+	ks := make([]string, set.Len())
+	for i := range ks {
+		name := set.At(i).Name
 		var b strings.Builder
-		b.Grow(len(prefix) + len(tag) + len(p.Name) + 24)
+		b.Grow(len(prefix) + len(mid) + len(name))
 		b.WriteString(prefix)
-		b.Write(tag[:])
-		b.WriteString(p.Name)
-		b.WriteByte(':')
-		b.WriteString(windowName(p.Window))
+		b.Write(mid[:])
+		b.WriteString(name)
 		ks[i] = b.String()
 	}
 	return ks
 }
 
-// windowName writes w compactly and exactly in the largest whole unit of
-// seconds, milliseconds or microseconds ("60s", "1500ms", "250us"); the
-// store counts time in whole microseconds (see micros).
-func windowName(w time.Duration) string {
-	us := micros(w)
-	switch {
-	case us%1e6 == 0:
-		return strconv.FormatInt(us/1e6, 10) + "s"
-	case us%1e3 == 0:
-		return strconv.FormatInt(us/1e3, 10) + "ms"
-	}
-	return strconv.FormatInt(us, 10) + "us"
-}
-
-// micros is w in whole microseconds, rounded up so that a window never
-// shrinks: Redis's TIME has microsecond resolution.
-func micros(w time.Duration) int64 {
-	return int64((w + time.Microsecond - 1) / time.Microsecond)
-}
+// setDigestBytes is how much of a set's digest names its keys: 64 bits,
+// so that two sets used with one client key collide with a chance of
+// about one in 10^19.
+const setDigestBytes = 8

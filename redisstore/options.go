@@ -20,15 +20,24 @@ type config struct {
 	policy    FailurePolicy
 	fallback  ratelimit.Store
 	onFailure func(err error)
+	refusals  int // entries of the refusal cache; 0 turns it off
 	errs      []error
+
+	// Test hooks, set only by the package's tests (export_test.go).
+	clock func() time.Time // the scripts' time instead of the server's TIME
+	local func() time.Time // the refusal cache's clock instead of time.Now
 }
 
 // DefaultTimeout bounds each call to Redis unless WithTimeout says
 // otherwise.
 const DefaultTimeout = 50 * time.Millisecond
 
+// DefaultRefusalCache is how many refusals a Store remembers unless
+// WithRefusalCache says otherwise.
+const DefaultRefusalCache = 4096
+
 func defaultConfig() config {
-	return config{prefix: DefaultPrefix, timeout: DefaultTimeout, policy: FailClosed}
+	return config{prefix: DefaultPrefix, timeout: DefaultTimeout, policy: FailClosed, refusals: DefaultRefusalCache}
 }
 
 func (c *config) fail(format string, args ...any) {
@@ -102,5 +111,21 @@ func WithFailureHook(fn func(err error)) Option {
 			c.fail("WithFailureHook: nil func")
 		}
 		c.onFailure = fn
+	}
+}
+
+// WithRefusalCache sets how many refusals the store remembers (default
+// DefaultRefusalCache), so that a client flooding past its limit is
+// answered without a round trip to Redis until its request could fit;
+// 0 turns the cache off. The cache is a fixed array of n slots of 8
+// bytes, and a slot in use holds an entry of 144 bytes plus a copy of the
+// client key. See the package documentation for the rule that keeps it
+// exact.
+func WithRefusalCache(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.fail("WithRefusalCache(%d): want >= 0", n)
+		}
+		c.refusals = n
 	}
 }

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestNewErrors(t *testing.T) {
 		{name: "all set", client: c, opts: []redisstore.Option{
 			redisstore.WithPrefix("app:"), redisstore.WithTimeout(time.Second),
 			redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithFallback(ms),
-			redisstore.WithFailureHook(func(error) {}),
+			redisstore.WithFailureHook(func(error) {}), redisstore.WithRefusalCache(0),
 		}},
 		{name: "nil client", want: []string{"nil client"}},
 		{name: "nil option", client: c, opts: []redisstore.Option{nil}, want: []string{"nil option"}},
@@ -42,6 +43,7 @@ func TestNewErrors(t *testing.T) {
 		{name: "nil fallback and hook", client: c, opts: []redisstore.Option{
 			redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithFallback(nil), redisstore.WithFailureHook(nil),
 		}, want: []string{"nil store", "nil func"}},
+		{name: "negative refusal cache", client: c, opts: []redisstore.Option{redisstore.WithRefusalCache(-1)}, want: []string{"WithRefusalCache(-1)"}},
 		{name: "several at once", client: c, opts: []redisstore.Option{redisstore.WithTimeout(-1), redisstore.WithPrefix("}")},
 			want: []string{"WithTimeout(-1ns)", "hash tag"}},
 	}
@@ -68,21 +70,24 @@ func TestNewErrors(t *testing.T) {
 }
 
 // TestFailOpenResult checks what a request let through by FailOpen
-// reports: the tightest policy as if the key were fresh.
+// reports: the policy Tightest picks when each has its full quota less
+// the cost and nothing counted (no Reset), at the local clock's time.
 func TestFailOpenResult(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
-	st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailOpen))
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailOpen), redisstore.WithLocalClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := []ratelimit.Policy{
-		{Name: "default", Limit: 300, Window: time.Minute},
-		{Name: "burst", Limit: 10, Window: time.Second},
-		{Name: "slow", Limit: 10, Window: time.Hour},
-	}
-	res, err := st.Take(t.Context(), "k", pol, 2)
-	want := ratelimit.Result{Allowed: true, Limit: 10, Remaining: 8, Policy: "slow"}
+	set := policySet(t,
+		ratelimit.Policy{Name: "default", Limit: 300, Window: time.Minute},
+		ratelimit.Policy{Name: "slow", Limit: 10, Window: time.Hour},
+		ratelimit.Policy{Name: "burst", Limit: 10, Window: time.Second},
+	)
+	res, err := st.Take(t.Context(), "k", set, 2)
+	// burst and slow tie: the first in the set's order, burst.
+	want := ratelimit.Result{Allowed: true, Limit: 10, Remaining: 8, Policy: "burst", At: now}
 	if err != nil || res != want {
 		t.Errorf("got %+v, %v; want %+v, nil", res, err, want)
 	}
@@ -91,34 +96,42 @@ func TestFailOpenResult(t *testing.T) {
 	}
 }
 
-// TestTakeErrors checks the arguments Take refuses before asking Redis.
-func TestTakeErrors(t *testing.T) {
+// TestArgumentErrors checks the arguments the store refuses before asking
+// Redis, with the errors of the Store contract, counting no failure.
+func TestArgumentErrors(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	st, err := redisstore.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := []ratelimit.Policy{{Name: "default", Limit: 3, Window: time.Minute}}
+	ctx := t.Context()
+	set := policySet(t, ratelimit.Policy{Name: "default", Limit: 3, Window: time.Minute})
+	empty := ratelimit.PolicySet{}
+	at := time.Now()
 	tests := []struct {
-		name     string
-		policies []ratelimit.Policy
-		cost     int
-		want     string
+		name string
+		err  error
+		want error
 	}{
-		{"no policies", nil, 1, "no policies"},
-		{"zero cost", pol, 0, "cost must be at least 1"},
-		{"cost over limit", pol, 4, ratelimit.ErrCostExceedsLimit.Error()},
-		{"sub-microsecond window", []ratelimit.Policy{{Name: "x", Limit: 1, Window: time.Nanosecond}}, 1, "window >= 1µs"},
-		{"name used twice", append(pol, ratelimit.Policy{Name: "default", Limit: 9, Window: time.Hour}), 1, `"default" used twice`},
+		{"Take, empty set", take(st.Take(ctx, "k", empty, 1)), ratelimit.ErrEmptyPolicySet},
+		{"Take, cost 0", take(st.Take(ctx, "k", set, 0)), ratelimit.ErrInvalidCost},
+		{"Take, cost over the limit", take(st.Take(ctx, "k", set, 4)), ratelimit.ErrCostExceedsLimit},
+		{"Peek, empty set", take(st.Peek(ctx, "k", empty)), ratelimit.ErrEmptyPolicySet},
+		{"Reset, empty set", st.Reset(ctx, "k", empty), ratelimit.ErrEmptyPolicySet},
+		{"Refund, empty set", st.Refund(ctx, "k", empty, 1, at), ratelimit.ErrEmptyPolicySet},
+		{"Refund, cost -1", st.Refund(ctx, "k", set, -1, at), ratelimit.ErrInvalidCost},
+		{"Refund, cost over the limit", st.Refund(ctx, "k", set, 4, at), ratelimit.ErrCostExceedsLimit},
 	}
 	for _, tt := range tests {
-		_, err := st.Take(t.Context(), "k", tt.policies, tt.cost)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: error %v, want one mentioning %q", tt.name, err, tt.want)
+		if !errors.Is(tt.err, tt.want) {
+			t.Errorf("%s: error %v, want %v", tt.name, tt.err, tt.want)
 		}
 	}
 	if st.Failures() != 0 {
 		t.Errorf("Failures() = %d, want 0: bad arguments are not Redis failures", st.Failures())
 	}
 }
+
+// take returns the error of a call that returns a Result too.
+func take(_ ratelimit.Result, err error) error { return err }

@@ -1,19 +1,21 @@
 package redisstore_test
 
-// The Redis servers the tests talk to: the shared one at REDIS_ADDR, and
-// private ones a test starts, stops and restarts on spare ports.
+// The Redis servers the tests talk to: the shared one (REDIS_ADDR, or the
+// test binary's own: see TestMain), and private ones a test starts, stops
+// and restarts on spare ports, for whatever a shared server must not see
+// (SCRIPT FLUSH, restarts, outages, clusters).
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,36 +36,45 @@ func skipOrFail(t testing.TB, format string, args ...any) {
 	t.Skip(msg + "; set RATELIMIT_REQUIRE_REDIS=1 to fail instead of skipping")
 }
 
-// redisAddr is the shared test server's address.
-func redisAddr() string {
+// envAddr is the address REDIS_ADDR names, by default 127.0.0.1:6379.
+func envAddr() string {
 	if a := os.Getenv("REDIS_ADDR"); a != "" {
 		return a
 	}
 	return "127.0.0.1:6379"
 }
 
-// sharedClient returns a client of the server at REDIS_ADDR, closed when t
-// ends, or skips t (fails it under RATELIMIT_REQUIRE_REDIS=1) when none
-// answers.
+// shared is the shared test server TestMain found or started, or why
+// there is none.
+var shared struct {
+	addr string
+	err  error
+}
+
+// redisAddr is the shared test server's address.
+func redisAddr() string { return shared.addr }
+
+// ping reports whether a Redis answers at addr, within two seconds.
+func ping(addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
+}
+
+// sharedClient returns a client of the shared server, closed when t ends,
+// or skips t (fails it under RATELIMIT_REQUIRE_REDIS=1) when there is
+// none.
 func sharedClient(t testing.TB) *redis.Client {
 	t.Helper()
-	if err := probeShared(); err != nil {
-		skipOrFail(t, "redisstore: no Redis at %s (set REDIS_ADDR): %v", redisAddr(), err)
+	if shared.err != nil {
+		skipOrFail(t, "redisstore: %v", shared.err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: redisAddr(), ContextTimeoutEnabled: true, PoolSize: 64})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
-
-// probeShared pings the shared server once, so that without one every
-// test skips at once instead of waiting for its own ping to time out.
-var probeShared = sync.OnceValue(func() error {
-	c := redis.NewClient(&redis.Options{Addr: redisAddr()})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	return c.Ping(ctx).Err()
-})
 
 // testPrefix returns a key prefix unique to this run of t, and deletes
 // every key under it when t ends, so tests share a server without
@@ -72,7 +83,8 @@ func testPrefix(t testing.TB, c redis.UniversalClient) string {
 	t.Helper()
 	var b [6]byte
 	rand.Read(b[:])
-	name := strings.NewReplacer("/", ".", " ", "_", "{", "(", "}", ")").Replace(t.Name())
+	// No braces (a hash tag) and no glob characters (SCAN's MATCH).
+	name := strings.NewReplacer("/", ".", " ", "_", "{", "(", "}", ")", "[", "(", "]", ")", "*", "_", "?", "_", "\\", "_").Replace(t.Name())
 	p := "rstest:" + name + ":" + hex.EncodeToString(b[:]) + ":"
 	t.Cleanup(func() { deleteKeys(t, c, p) })
 	return p
@@ -82,33 +94,30 @@ func testPrefix(t testing.TB, c redis.UniversalClient) string {
 func scanKeys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 	t.Helper()
 	ctx := context.Background()
-	var all []string
-	scan := func(ctx context.Context, n *redis.Client) error {
+	scan := func(ctx context.Context, n *redis.Client) ([]string, error) {
+		var ks []string
 		it := n.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 		for it.Next(ctx) {
-			all = append(all, it.Val())
+			ks = append(ks, it.Val())
 		}
-		return it.Err()
+		return ks, it.Err()
 	}
+	var all []string
 	var err error
 	switch c := c.(type) {
 	case *redis.ClusterClient:
-		var ch = make(chan []string, 16)
+		ch := make(chan []string, 16)
 		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			var ks []string
-			it := n.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-			for it.Next(ctx) {
-				ks = append(ks, it.Val())
-			}
+			ks, err := scan(ctx, n)
 			ch <- ks
-			return it.Err()
+			return err
 		})
 		close(ch)
 		for ks := range ch {
 			all = append(all, ks...)
 		}
 	case *redis.Client:
-		err = scan(ctx, c)
+		all, err = scan(ctx, c)
 	default:
 		t.Fatalf("scanKeys: unsupported client %T", c)
 	}
@@ -135,12 +144,11 @@ func deleteKeys(t testing.TB, c redis.UniversalClient, prefix string) {
 
 // spareAddr returns a loopback address no one listens on now, whose port
 // plus 10000 (a Cluster node's bus port) is free too.
-func spareAddr(t testing.TB) string {
-	t.Helper()
+func spareAddr() (string, error) {
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
@@ -152,19 +160,33 @@ func spareAddr(t testing.TB) string {
 			continue
 		}
 		bus.Close()
-		return "127.0.0.1:" + strconv.Itoa(port)
+		return "127.0.0.1:" + strconv.Itoa(port), nil
 	}
-	t.Fatal("no spare port")
-	return ""
+	return "", errors.New("no spare port")
 }
 
-// server is a redis-server a test runs for itself.
+// server is a redis-server run by the tests, without persistence unless
+// its extra arguments say otherwise.
 type server struct {
-	t    testing.TB
 	addr string
 	dir  string
 	args []string
 	cmd  *exec.Cmd
+}
+
+// newServer returns a server on a spare loopback port that keeps its
+// files in a new directory under parent, with extra arguments args. It
+// does not start it.
+func newServer(parent string, args ...string) (*server, error) {
+	addr, err := spareAddr()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(parent, "redis-")
+	if err != nil {
+		return nil, err
+	}
+	return &server{addr: addr, dir: dir, args: args}, nil
 }
 
 // startServer runs a redis-server on a spare loopback port with extra
@@ -175,24 +197,29 @@ func startServer(t testing.TB, args ...string) *server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		skipOrFail(t, "redisstore: redis-server not installed: %v", err)
 	}
-	s := &server{t: t, addr: spareAddr(t), dir: t.TempDir(), args: args}
-	s.start()
+	s, err := newServer(t.TempDir(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(s.stop)
 	return s
 }
 
 func (s *server) port() string { return s.addr[strings.LastIndexByte(s.addr, ':')+1:] }
 
-// start runs the server and waits until it answers PING.
-func (s *server) start() {
-	s.t.Helper()
+// start runs the server and waits until it answers PING. Arguments given
+// later override earlier ones, so the server's own come last.
+func (s *server) start() error {
 	args := append([]string{"--port", s.port(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--logfile", ""}, s.args...)
 	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+		return fmt.Errorf("start redis-server: %v", err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -200,18 +227,27 @@ func (s *server) start() {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s did not answer: %v", s.addr, err)
+			s.stop()
+			return fmt.Errorf("redis-server on %s did not answer: %v", s.addr, err)
 		}
 		// Waiting for another process to come up, not for the clock.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// stop kills the server and waits for it to exit. It is safe to call on a
-// stopped server.
+// restart starts the server again after stop, as one whose files survive.
+func (s *server) restart(t testing.TB) {
+	t.Helper()
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stop kills the server (SIGKILL: no shutdown save) and waits for it to
+// exit. It is safe to call on a stopped server.
 func (s *server) stop() {
 	if s.cmd == nil {
 		return

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,440 +17,473 @@ import (
 
 	"github.com/slidelog/ratelimit"
 	"github.com/slidelog/ratelimit/redisstore"
+	"github.com/slidelog/ratelimit/storetest"
 )
 
-// newStore returns a Store on c under a prefix of t's own.
+// The Store contract itself is checked by storetest (conformance_test.go);
+// these test what only this store does, or check its figures against the
+// memory store's.
+
+const (
+	counter = ratelimit.SlidingWindowCounter
+	gcra    = ratelimit.GCRA
+)
+
+// newStore returns a Store on c under a prefix of t's own, with a timeout
+// generous enough for a loaded two-core machine under -race unless opts
+// say otherwise.
 func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) (*redisstore.Store, string) {
 	t.Helper()
 	p := testPrefix(t, c)
-	st, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithPrefix(p)}, opts...)...)
+	st, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithPrefix(p), redisstore.WithTimeout(5 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	prefixes.Store(st, p)
 	return st, p
 }
 
-// logKey is the documented name of a policy's log.
-func logKey(prefix, key, policy, window string) string {
-	sum := sha256.Sum256([]byte(key))
-	return prefix + "{" + hex.EncodeToString(sum[:]) + "}:" + policy + ":" + window
-}
-
-type take struct {
-	cost      int
-	allowed   bool
-	remaining int
-	policy    string
-}
-
-// TestTakeSequence runs the same decisions against the Redis store and the
-// memory store: both must agree on every figure that does not depend on
-// elapsed time.
-func TestTakeSequence(t *testing.T) {
-	c := sharedClient(t)
-	minute := time.Minute
-	tests := []struct {
-		name     string
-		policies []ratelimit.Policy
-		takes    []take
-	}{
-		{
-			name:     "one policy",
-			policies: []ratelimit.Policy{{Name: "default", Limit: 3, Window: minute}},
-			takes: []take{
-				{1, true, 2, "default"}, {1, true, 1, "default"}, {1, true, 0, "default"},
-				{1, false, 0, "default"}, {1, false, 0, "default"},
-			},
-		},
-		{
-			name:     "weighted",
-			policies: []ratelimit.Policy{{Name: "default", Limit: 5, Window: minute}},
-			takes: []take{
-				{3, true, 2, "default"}, {3, false, 2, "default"}, {2, true, 0, "default"},
-				{1, false, 0, "default"},
-			},
-		},
-		{
-			name: "two policies, the tighter reported",
-			policies: []ratelimit.Policy{
-				{Name: "default", Limit: 5, Window: minute},
-				{Name: "burst", Limit: 2, Window: time.Second},
-			},
-			takes: []take{
-				{1, true, 1, "burst"}, {1, true, 0, "burst"}, {1, false, 0, "burst"},
-			},
-		},
-		{
-			name: "all or nothing",
-			policies: []ratelimit.Policy{
-				{Name: "default", Limit: 4, Window: minute},
-				{Name: "hour", Limit: 3, Window: time.Hour},
-			},
-			takes: []take{
-				// The second take fits "default" but not "hour": it
-				// must not be recorded in "default" either, or the
-				// third could not fit.
-				{2, true, 1, "hour"}, {2, false, 1, "hour"}, {1, true, 0, "hour"},
-				{1, false, 0, "hour"},
-			},
-		},
-		{
-			name: "ties go to the longer reset",
-			policies: []ratelimit.Policy{
-				{Name: "short", Limit: 2, Window: time.Second},
-				{Name: "long", Limit: 2, Window: minute},
-			},
-			takes: []take{{1, true, 1, "long"}, {1, true, 0, "long"}},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rs, _ := newStore(t, c)
-			ms, err := ratelimit.NewMemoryStore()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ms.Close()
-			for name, st := range map[string]ratelimit.Store{"redis": rs, "memory": ms} {
-				for i, tk := range tt.takes {
-					res, err := st.Take(context.Background(), "client", tt.policies, tk.cost)
-					if err != nil {
-						t.Fatalf("%s: take %d: %v", name, i+1, err)
-					}
-					if res.Allowed != tk.allowed || res.Remaining != tk.remaining || res.Policy != tk.policy {
-						t.Errorf("%s: take %d (cost %d): allowed %v, remaining %d, policy %q; want %v, %d, %q",
-							name, i+1, tk.cost, res.Allowed, res.Remaining, res.Policy, tk.allowed, tk.remaining, tk.policy)
-					}
-					var limit int
-					for _, p := range tt.policies {
-						if p.Name == res.Policy {
-							limit = p.Limit
-						}
-					}
-					if res.Limit != limit {
-						t.Errorf("%s: take %d: limit %d, want %d", name, i+1, res.Limit, limit)
-					}
-					if res.Allowed && res.RetryAfter != 0 {
-						t.Errorf("%s: take %d: allowed with RetryAfter %v, want 0", name, i+1, res.RetryAfter)
-					}
-					if !res.Allowed && (res.RetryAfter <= 0 || res.RetryAfter > res.Reset) {
-						t.Errorf("%s: take %d: RetryAfter %v, Reset %v; want 0 < RetryAfter <= Reset", name, i+1, res.RetryAfter, res.Reset)
-					}
-				}
-			}
-		})
-	}
-}
-
-// serverTime reads the server's clock in microseconds.
-func serverTime(t testing.TB, c redis.UniversalClient) int64 {
+// prefixOf returns the key prefix newStore gave st.
+func prefixOf(t *testing.T, st *redisstore.Store) string {
 	t.Helper()
-	tm, err := c.Time(context.Background()).Result()
+	p, ok := prefixes.Load(st)
+	if !ok {
+		t.Fatal("a store not made by newStore")
+	}
+	return p.(string)
+}
+
+// prefixes maps the stores newStore made to their prefixes.
+var prefixes sync.Map
+
+// clockedStore is newStore with clk as the scripts' time and the refusal
+// cache's clock.
+func clockedStore(t testing.TB, c redis.UniversalClient, clk *storetest.Clock, opts ...redisstore.Option) (*redisstore.Store, string) {
+	t.Helper()
+	return newStore(t, c, append([]redisstore.Option{redisstore.WithScriptClock(clk.Now), redisstore.WithLocalClock(clk.Now)}, opts...)...)
+}
+
+func policySet(t testing.TB, ps ...ratelimit.Policy) ratelimit.PolicySet {
+	t.Helper()
+	s, err := ratelimit.NewPolicySet(ps...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tm.UnixMicro()
+	return s
 }
 
-// seed replaces the log at k with the given instants (microseconds) and a
-// TTL of an hour.
-func seed(t testing.TB, c redis.UniversalClient, k string, instants ...int64) {
+// stateKey is the documented name of the state of policy name of set for
+// the client key key.
+func stateKey(prefix, key string, set ratelimit.PolicySet, name string) string {
+	sum := sha256.Sum256([]byte(key))
+	id := sha256.Sum256([]byte(set.ID()))
+	return prefix + "{" + hex.EncodeToString(sum[:]) + "}:" + hex.EncodeToString(id[:8]) + ":" + name
+}
+
+// takeOK is st.Take, failing t on an error.
+func takeOK(t testing.TB, st ratelimit.Store, key string, set ratelimit.PolicySet, cost int) ratelimit.Result {
 	t.Helper()
-	ctx := context.Background()
-	c.Del(ctx, k)
-	for _, at := range instants {
-		if err := c.RPush(ctx, k, at).Err(); err != nil {
-			t.Fatal(err)
-		}
+	res, err := st.Take(context.Background(), key, set, cost)
+	if err != nil {
+		t.Fatalf("Take(%q, %s, %d): %v", key, set.ID(), cost, err)
 	}
-	c.Expire(ctx, k, time.Hour)
+	return res
 }
 
-// TestExactFigures pins the decision's instant by seeding logs whose newest
-// instant lies an hour ahead of the server's clock: the store never lets a
-// key's time go backwards, so it decides at exactly that instant, and every
-// figure can be checked to the microsecond.
-func TestExactFigures(t *testing.T) {
+// sameResult reports whether got, of this store, is the decision want of
+// the memory store. The memory store counts in nanoseconds, this store in
+// microseconds: a wait the memory store computes to a fraction of a
+// microsecond (the window counter's) is rounded up here.
+func sameResult(got, want ratelimit.Result) bool {
+	if !got.At.Equal(want.At) {
+		return false
+	}
+	got.At, want.At = time.Time{}, time.Time{}
+	up := func(d time.Duration) time.Duration { return (d + time.Microsecond - 1).Truncate(time.Microsecond) }
+	want.RetryAfter, want.Reset = up(want.RetryAfter), up(want.Reset)
+	return got == want
+}
+
+// TestAgainstMemoryStore runs random traffic, with refunds and peeks,
+// through this store and the memory store on one clock, and wants the
+// same Result from both every time, every field: the scripts port the
+// memory store's arithmetic, here also where a limit times a window is
+// beyond the 2^53 that Lua's numbers hold exactly, and answers from the
+// refusal cache must be what a fresh decision would say.
+func TestAgainstMemoryStore(t *testing.T) {
 	c := sharedClient(t)
-	const s = int64(time.Second / time.Microsecond)
-	minute := ratelimit.Policy{Name: "default", Limit: 3, Window: time.Minute}
+	day := 24 * time.Hour
 	tests := []struct {
-		name       string
-		log        []int64 // offsets from the pinned instant T
-		cost       int
-		allowed    bool
-		remaining  int
-		retryAfter time.Duration
-		reset      time.Duration
-		after      []int64 // the log afterwards
-		unpinned   bool    // offsets from the server's clock, not T
+		name    string
+		ps      []ratelimit.Policy
+		maxCost int
+		steps   int
 	}{
-		{
-			name: "full: wait for the oldest", log: []int64{-50 * s, -20 * s, 0}, cost: 1,
-			remaining: 0, retryAfter: 10 * time.Second, reset: 10 * time.Second,
-			after: []int64{-50 * s, -20 * s, 0},
-		},
-		{
-			name: "full, cost 2: wait for the second oldest", log: []int64{-50 * s, -20 * s, 0}, cost: 2,
-			remaining: 0, retryAfter: 40 * time.Second, reset: 10 * time.Second,
-			after: []int64{-50 * s, -20 * s, 0},
-		},
-		{
-			name: "one window old no longer counts", log: []int64{-70 * s, -60 * s, -59 * s, 0}, cost: 1,
-			allowed: true, remaining: 0, reset: time.Second,
-			after: []int64{-59 * s, 0, 0},
-		},
-		{
-			name: "a microsecond younger still counts", log: []int64{-60*s + 1, -30 * s, 0}, cost: 1,
-			remaining: 0, retryAfter: time.Microsecond, reset: time.Microsecond,
-			after: []int64{-60*s + 1, -30 * s, 0},
-		},
-		{
-			name: "all expired", log: []int64{-90 * s, -80 * s, -61 * s}, cost: 3, unpinned: true,
-			allowed: true, remaining: 0, reset: time.Minute,
-			// The decision's instant is the server's own, unknown
-			// here: only the count is checked.
-		},
-		{
-			name: "long drain", log: append(spread(-200*s, -61*s, 40), 0), cost: 2,
-			allowed: true, remaining: 0, reset: time.Minute,
-			after: []int64{0, 0, 0},
-		},
+		{"log", []ratelimit.Policy{{Name: "p", Limit: 7, Window: 7 * time.Second}}, 3, 300},
+		{"gcra", []ratelimit.Policy{{Name: "p", Limit: 100_000, Window: day, Algorithm: gcra}}, 30_000, 300},
+		{"counter", []ratelimit.Policy{{Name: "p", Limit: 50, Window: time.Minute, Algorithm: counter}}, 10, 300},
+		// 2^53 µs is about 285 years: a million times two days is 600
+		// times that.
+		{"counter beyond 2^53", []ratelimit.Policy{{Name: "p", Limit: 1_000_000, Window: 2 * day, Algorithm: counter}}, 300_000, 300},
+		{"mixed", []ratelimit.Policy{
+			{Name: "second", Limit: 10, Window: time.Second},
+			{Name: "daily", Limit: 100_000, Window: day, Algorithm: gcra},
+			{Name: "hourly", Limit: 40, Window: time.Hour, Algorithm: counter},
+		}, 4, 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, p := newStore(t, c)
-			k := logKey(p, "client", "default", "60s")
-			T := serverTime(t, c)
-			if !tt.unpinned {
-				T += 3600 * s
-			}
-			abs := func(offs []int64) []int64 {
-				out := make([]int64, len(offs))
-				for i, o := range offs {
-					out[i] = T + o
-				}
-				return out
-			}
-			seed(t, c, k, abs(tt.log)...)
-			res, err := st.Take(context.Background(), "client", []ratelimit.Policy{minute}, tt.cost)
+			clk := storetest.Clock{}
+			clk.Set(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			rs, _ := clockedStore(t, c, &clk)
+			ms, err := ratelimit.NewMemoryStore(ratelimit.WithClock(clk.Now))
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := ratelimit.Result{Allowed: tt.allowed, Limit: 3, Remaining: tt.remaining,
-				RetryAfter: tt.retryAfter, Reset: tt.reset, Policy: "default"}
-			if res != want {
-				t.Errorf("got %+v\nwant %+v", res, want)
+			t.Cleanup(func() { ms.Close() })
+			set := policySet(t, tt.ps...)
+			longest := time.Duration(0)
+			for _, p := range tt.ps {
+				longest = max(longest, p.Window)
 			}
-			got, err := c.LRange(context.Background(), k, 0, -1).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.after == nil {
-				if len(got) != tt.cost {
-					t.Errorf("log holds %d instants, want %d", len(got), tt.cost)
+			rng := rand.New(rand.NewPCG(1, 2))
+			var allowed []ratelimit.Result
+			ctx := context.Background()
+			for step := range tt.steps {
+				if rng.IntN(3) != 0 {
+					clk.Advance(time.Duration(rng.Int64N(int64(longest/20/time.Microsecond))) * time.Microsecond)
 				}
-				return
+				where := fmt.Sprintf("step %d (+%v)", step, clk.Now().Sub(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))
+				switch rng.IntN(10) {
+				case 0:
+					got, err := rs.Peek(ctx, "k", set)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, _ := ms.Peek(ctx, "k", set)
+					if !sameResult(got, want) {
+						t.Fatalf("%s: Peek %+v, the memory store's %+v", where, got, want)
+					}
+				case 1:
+					if len(allowed) == 0 {
+						continue
+					}
+					r := allowed[rng.IntN(len(allowed))]
+					cost := 1 + rng.IntN(2)
+					if err := rs.Refund(ctx, "k", set, cost, r.At); err != nil {
+						t.Fatal(err)
+					}
+					ms.Refund(ctx, "k", set, cost, r.At)
+				default:
+					cost := 1
+					if rng.IntN(3) == 0 {
+						cost = 1 + rng.IntN(tt.maxCost)
+					}
+					got := takeOK(t, rs, "k", set, cost)
+					want := takeOK(t, ms, "k", set, cost)
+					if !sameResult(got, want) {
+						t.Fatalf("%s: Take of cost %d: %+v, the memory store's %+v", where, cost, got, want)
+					}
+					if got.Allowed {
+						allowed = append(allowed, got)
+					}
+				}
 			}
-			if w := strings.Join(itoa(abs(tt.after)), " "); strings.Join(got, " ") != w {
-				t.Errorf("log %v\nwant %v", got, w)
+			if len(allowed) == 0 || len(allowed) == tt.steps {
+				t.Errorf("%d of %d takes allowed: the traffic did not reach the limit, or stayed at it", len(allowed), tt.steps)
 			}
 		})
 	}
 }
 
-// spread returns n instants evenly from a to b.
-func spread(a, b int64, n int) []int64 {
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = a + (b-a)*int64(i)/int64(n-1)
-	}
-	return out
-}
-
-func itoa(xs []int64) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = strconv.FormatInt(x, 10)
-	}
-	return out
-}
-
-// TestKeyLayout checks the documented key names, the hash tag and the TTL
-// of each log.
-func TestKeyLayout(t *testing.T) {
+// TestLogContents checks what a log holds after each decision, on an
+// injected clock: instants in order, the cost's worth of them, evicted
+// instants trimmed by the next admission and not by a refusal (which
+// writes nothing), and a log drained whole replaced.
+func TestLogContents(t *testing.T) {
 	c := sharedClient(t)
-	st, p := newStore(t, c)
-	policies := []ratelimit.Policy{
-		{Name: "default", Limit: 10, Window: time.Minute},
-		{Name: "burst", Limit: 5, Window: 1500 * time.Millisecond},
-		{Name: "tiny", Limit: 5, Window: 250 * time.Microsecond},
+	const s = int64(time.Second / time.Microsecond)
+	clk := storetest.Clock{}
+	T := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clk.Set(T)
+	st, p := clockedStore(t, c, &clk, redisstore.WithRefusalCache(0))
+	set := policySet(t, ratelimit.Policy{Name: "p", Limit: 3, Window: time.Minute})
+	k := stateKey(p, "client", set, "p")
+	t0 := T.UnixMicro()
+	for i, step := range []struct {
+		at      int64 // seconds after T
+		cost    int
+		allowed bool
+		log     []int64 // seconds after T
+	}{
+		{0, 1, true, []int64{0}},
+		{20, 2, true, []int64{0, 20, 20}},
+		{30, 1, false, []int64{0, 20, 20}},
+		{61, 2, false, []int64{0, 20, 20}}, // 0 has left, but a refusal writes nothing
+		{62, 1, true, []int64{20, 20, 62}},
+		{81, 1, true, []int64{62, 81}},
+		{200, 3, true, []int64{200, 200, 200}},
+	} {
+		clk.Set(T.Add(time.Duration(step.at) * time.Second))
+		res := takeOK(t, st, "client", set, step.cost)
+		got, err := c.LRange(context.Background(), k, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, x := range step.log {
+			want = append(want, strconv.FormatInt(t0+x*s, 10))
+		}
+		if res.Allowed != step.allowed || !slices.Equal(got, want) {
+			t.Errorf("take %d at +%ds, cost %d: allowed %v, log %v; want %v, %v", i, step.at, step.cost, res.Allowed, got, step.allowed, want)
+		}
+		if ttl := c.PTTL(context.Background(), k).Val(); ttl <= 0 {
+			t.Errorf("take %d: PTTL %v, want a TTL", i, ttl)
+		}
 	}
-	const secret = "Bearer s3cr3t {not-a-tag}\x00\xff"
-	if _, err := st.Take(context.Background(), secret, policies, 1); err != nil {
-		t.Fatal(err)
+}
+
+// maxTTL is the longest TTL the store gives the state of p, written at
+// the server's own time: a log until its newest instant + window, in
+// steps of a quarter window; a GCRA key until its arrival time, at most a
+// bucket (limit intervals) ahead; a counter until two windows after its
+// window starts. Each is rounded up to the millisecond.
+func maxTTL(p ratelimit.Policy) time.Duration {
+	var d time.Duration
+	switch p.Algorithm {
+	case gcra:
+		interval := (p.Window + time.Duration(p.Limit)*time.Microsecond - time.Microsecond) / time.Duration(p.Limit)
+		d = time.Duration(p.Limit) * interval.Truncate(time.Microsecond)
+	case counter:
+		d = 2 * p.Window
+	default:
+		d = p.Window + max(p.Window/4, time.Microsecond)
 	}
-	want := []string{
-		logKey(p, secret, "default", "60s"),
-		logKey(p, secret, "burst", "1500ms"),
-		logKey(p, secret, "tiny", "250us"),
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+}
+
+// checkTTLs checks that every key under prefix has a TTL, at most maxTTL
+// of the policy policyOf says the key holds.
+func checkTTLs(t *testing.T, c redis.UniversalClient, prefix string, policyOf func(key string) ratelimit.Policy) {
+	t.Helper()
+	keys := scanKeys(t, c, prefix)
+	if len(keys) == 0 {
+		t.Fatal("no keys written")
 	}
-	got := scanKeys(t, c, p)
-	if len(got) > len(want) {
-		t.Errorf("keys %q, want at most %q", got, want)
-	}
-	for i, k := range want[:2] { // tiny may have expired already
+	for _, k := range keys {
 		ttl, err := c.PTTL(context.Background(), k).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ttl <= 0 || ttl > maxTTL(policies[i].Window) {
-			t.Errorf("PTTL %s = %v, want in (0, %v]", k, ttl, maxTTL(policies[i].Window))
+		if ttl == -2*time.Nanosecond {
+			continue // expired between SCAN and PTTL
 		}
+		// PTTL is -1 for a key without a TTL, 0 for one expiring within
+		// the millisecond.
+		if p := policyOf(k); ttl < 0 || ttl > maxTTL(p) {
+			t.Errorf("PTTL %s = %v, want in [0, %v]", k, ttl, maxTTL(p))
+		}
+	}
+	t.Logf("%d keys, all with a TTL", len(keys))
+}
+
+// TestKeyLayout checks the documented key names, one hash tag, no trace
+// of the client key, and the TTL of each algorithm's state.
+func TestKeyLayout(t *testing.T) {
+	c := sharedClient(t)
+	st, p := newStore(t, c)
+	set := policySet(t,
+		ratelimit.Policy{Name: "minute", Limit: 10, Window: time.Minute},
+		ratelimit.Policy{Name: "burst", Limit: 5, Window: 1500 * time.Millisecond, Algorithm: gcra},
+		ratelimit.Policy{Name: "hour", Limit: 100, Window: time.Hour, Algorithm: counter},
+	)
+	const secret = "Bearer s3cr3t {not-a-tag}\x00\xff"
+	takeOK(t, st, secret, set, 1)
+	var want []string
+	for i := range set.Len() {
+		want = append(want, stateKey(p, secret, set, set.At(i).Name))
+	}
+	got := scanKeys(t, c, p)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("keys %q, want %q", got, want)
+	}
+	for _, k := range got {
 		if strings.Contains(k, "s3cr3t") {
 			t.Errorf("key %q contains the client key", k)
 		}
-	}
-	for _, k := range got {
-		if !strings.HasPrefix(k, p+"{") || strings.Count(k, "{") != 1 {
+		if !strings.HasPrefix(k, p+"{") || strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
 			t.Errorf("key %q: want %q, one hash tag", k, p+"{...}")
 		}
 	}
+	checkTTLs(t, c, p, func(k string) ratelimit.Policy {
+		for i := range set.Len() {
+			if strings.HasSuffix(k, ":"+set.At(i).Name) {
+				return set.At(i)
+			}
+		}
+		t.Fatalf("key %q of no policy", k)
+		return ratelimit.Policy{}
+	})
+	// The README's example.
+	takeOK(t, st, "ip:203.0.113.7", policySet(t, ratelimit.Policy{Name: ratelimit.DefaultPolicyName, Limit: 300, Window: time.Minute}), 1)
+	readme := p + "{68368b836af7b89c2c6ef9a3ada81a8da5851bac87288f23f98af357b8b6ba9f}:d7d1308bda43721a:default"
+	if n := c.Exists(context.Background(), readme).Val(); n != 1 {
+		t.Errorf("the README's example key %q not written", readme)
+	}
 }
 
-// TestWeightedCost checks that a request of cost n is logged n times.
-func TestWeightedCost(t *testing.T) {
+// TestStateValues checks each algorithm's state after requests of
+// several costs: a log holds an instant per request, a GCRA key its
+// arrival time, a counter its window and counts.
+func TestStateValues(t *testing.T) {
 	c := sharedClient(t)
-	st, p := newStore(t, c)
-	pol := []ratelimit.Policy{{Name: "default", Limit: 3000, Window: time.Minute}}
+	clk := storetest.Clock{}
+	T := time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC)
+	clk.Set(T)
+	st, p := clockedStore(t, c, &clk)
+	set := policySet(t,
+		ratelimit.Policy{Name: "log", Limit: 3000, Window: time.Minute},
+		ratelimit.Policy{Name: "gcra", Limit: 6000, Window: time.Minute, Algorithm: gcra},
+		ratelimit.Policy{Name: "counter", Limit: 3000, Window: time.Minute, Algorithm: counter},
+	)
 	for _, cost := range []int{1, 7, 1500} {
-		if _, err := st.Take(context.Background(), "bulk", pol, cost); err != nil {
-			t.Fatal(err)
-		}
+		takeOK(t, st, "bulk", set, cost)
 	}
-	if n := c.LLen(context.Background(), logKey(p, "bulk", "default", "60s")).Val(); n != 1508 {
-		t.Errorf("LLEN = %d, want 1508", n)
+	ctx := context.Background()
+	if n := c.LLen(ctx, stateKey(p, "bulk", set, "log")).Val(); n != 1508 {
+		t.Errorf("log: LLEN %d, want 1508", n)
 	}
-	if _, err := st.Take(context.Background(), "bulk", pol, 3001); !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
-		t.Errorf("cost 3001 of 3000: error %v, want ErrCostExceedsLimit", err)
+	// 1,508 requests of 10ms each, from T.
+	if got, want := c.Get(ctx, stateKey(p, "bulk", set, "gcra")).Val(), strconv.FormatInt(T.UnixMicro()+1508*10_000, 10); got != want {
+		t.Errorf("gcra: %q, want %q", got, want)
+	}
+	if got, want := c.Get(ctx, stateKey(p, "bulk", set, "counter")).Val(), strconv.FormatInt(T.Unix()/60, 10)+":1508:0"; got != want {
+		t.Errorf("counter: %q, want %q", got, want)
 	}
 }
 
 // TestSameTick makes 1,000 concurrent requests decide at one and the same
-// microsecond (the log is seeded with an instant ahead of the server's
-// clock, which the store will not go back from): each must be counted.
+// microsecond: each must be counted, each seeing a different count.
 func TestSameTick(t *testing.T) {
 	c := sharedClient(t)
+	clk := storetest.Clock{}
+	T := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clk.Set(T)
 	// A generous timeout: this is about counting, not latency, and 1,000
 	// goroutines share two cores under -race.
-	st, p := newStore(t, c, redisstore.WithTimeout(10*time.Second))
-	k := logKey(p, "tick", "default", "60s")
-	T := serverTime(t, c) + int64(time.Hour/time.Microsecond)
-	seed(t, c, k, T)
+	st, p := clockedStore(t, c, &clk, redisstore.WithTimeout(10*time.Second))
 	const n = 1000
-	pol := []ratelimit.Policy{{Name: "default", Limit: 1_000_000, Window: time.Minute}}
+	set := policySet(t, ratelimit.Policy{Name: "p", Limit: 1_000_000, Window: time.Minute})
 	remaining := make([]int, n)
 	var wg sync.WaitGroup
-	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			res, err := st.Take(context.Background(), "tick", pol, 1)
+			res, err := st.Take(context.Background(), "tick", set, 1)
 			if err != nil || !res.Allowed {
-				errs <- errors.Join(err, errors.New("not allowed"))
+				t.Errorf("request %d: %+v, %v; want allowed", i, res, err)
 				return
 			}
 			remaining[i] = res.Remaining
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	got, err := c.LRange(context.Background(), k, 0, -1).Result()
+	got, err := c.LRange(context.Background(), stateKey(p, "tick", set, "p"), 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != n+1 {
-		t.Fatalf("log holds %d instants, want %d", len(got), n+1)
+	if len(got) != n {
+		t.Fatalf("log holds %d instants, want %d", len(got), n)
 	}
 	for i, g := range got {
-		if g != strconv.FormatInt(T, 10) {
-			t.Fatalf("instant %d is %s, want %d: not one tick", i, g, T)
+		if g != strconv.FormatInt(T.UnixMicro(), 10) {
+			t.Fatalf("instant %d is %s, want %d: not one tick", i, g, T.UnixMicro())
 		}
 	}
-	// Each decision saw a different count: remaining takes every value
-	// from limit-2 down to limit-1-n exactly once.
-	seen := make(map[int]bool)
-	for _, r := range remaining {
-		seen[r] = true
-	}
-	for r := pol[0].Limit - 1 - n; r <= pol[0].Limit-2; r++ {
-		if !seen[r] {
-			t.Fatalf("no decision reported remaining %d", r)
+	slices.Sort(remaining)
+	for i, r := range remaining {
+		if want := 1_000_000 - n + i; r != want {
+			t.Fatalf("the %d-th least remaining reported is %d, want %d: two decisions saw one count", i, r, want)
 		}
 	}
+}
+
+// serverTime reads the server's clock.
+func serverTime(t testing.TB, c redis.UniversalClient) time.Time {
+	t.Helper()
+	tm, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
 }
 
 // TestServerTime: the store reads no local clock, so two stores in
 // processes whose clocks disagree behave as one. Two stores on separate
 // clients share a key: they admit exactly the limit between them, and the
-// instants logged lie within the server's own clock readings around the
-// run, not the processes'.
+// instants logged (and the At reported) lie within the server's own clock
+// readings around the run.
 func TestServerTime(t *testing.T) {
 	c := sharedClient(t)
-	// Generous timeouts: this is about counting, not latency.
-	a, p := newStore(t, c, redisstore.WithTimeout(5*time.Second))
-	c2 := sharedClient(t)
-	b, err := redisstore.New(c2, redisstore.WithPrefix(p), redisstore.WithTimeout(5*time.Second))
+	a, p := newStore(t, c)
+	b, err := redisstore.New(sharedClient(t), redisstore.WithPrefix(p), redisstore.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := []ratelimit.Policy{{Name: "default", Limit: 100, Window: time.Minute}}
+	set := policySet(t, ratelimit.Policy{Name: "p", Limit: 100, Window: time.Minute})
 	before := serverTime(t, c)
-	allowed := hammer(t, []ratelimit.Store{a, b}, "shared", pol, 8, 40)
+	allowed := hammer(t, []ratelimit.Store{a, b}, "shared", set, 8, 40)
 	after := serverTime(t, c)
-	if allowed != 100 {
-		t.Errorf("allowed %d, want 100", allowed)
+	if len(allowed) != 100 {
+		t.Errorf("allowed %d, want 100", len(allowed))
 	}
-	got, _ := c.LRange(context.Background(), logKey(p, "shared", "default", "60s"), 0, -1).Result()
+	got, _ := c.LRange(context.Background(), stateKey(p, "shared", set, "p"), 0, -1).Result()
 	if len(got) != 100 {
 		t.Fatalf("log holds %d instants, want 100", len(got))
 	}
-	for _, g := range got {
+	for i, g := range got {
 		at, _ := strconv.ParseInt(g, 10, 64)
-		if at < before || at > after {
-			t.Fatalf("instant %d outside the server's clock [%d, %d]", at, before, after)
+		if at < before.UnixMicro() || at > after.UnixMicro() {
+			t.Fatalf("instant %d outside the server's clock [%d, %d]", at, before.UnixMicro(), after.UnixMicro())
+		}
+		if i > 0 && g < got[i-1] {
+			t.Fatalf("instant %d (%s) before its predecessor %s", i, g, got[i-1])
+		}
+	}
+	for _, r := range allowed {
+		if r.At.Before(before) || r.At.After(after) {
+			t.Fatalf("At %v outside the server's clock [%v, %v]", r.At, before, after)
 		}
 	}
 }
 
 // hammer makes each store take from key on g goroutines, n times each, and
-// returns how many were allowed.
-func hammer(t testing.TB, stores []ratelimit.Store, key string, pol []ratelimit.Policy, g, n int) int {
+// returns the Results that were allowed.
+func hammer(t testing.TB, stores []ratelimit.Store, key string, set ratelimit.PolicySet, g, n int) []ratelimit.Result {
 	t.Helper()
 	var mu sync.Mutex
-	allowed := 0
+	var allowed []ratelimit.Result
 	var wg sync.WaitGroup
 	for _, st := range stores {
 		for range g {
 			wg.Go(func() {
-				mine := 0
+				var mine []ratelimit.Result
 				for range n {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					res, err := st.Take(ctx, key, pol, 1)
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					res, err := st.Take(ctx, key, set, 1)
 					cancel()
 					if err != nil {
 						t.Error(err)
 						return
 					}
 					if res.Allowed {
-						mine++
+						mine = append(mine, res)
 					}
 				}
 				mu.Lock()
-				allowed += mine
+				allowed = append(allowed, mine...)
 				mu.Unlock()
 			})
 		}

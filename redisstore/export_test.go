@@ -1,0 +1,21 @@
+package redisstore
+
+import "time"
+
+// WithScriptClock makes the store's scripts read now instead of the
+// server's TIME, and keep every key an hour longer than it matters, since
+// Redis expires keys by its own clock.
+func WithScriptClock(now func() time.Time) Option {
+	return func(c *config) { c.clock = now }
+}
+
+// WithLocalClock makes the refusal cache read now instead of time.Now.
+func WithLocalClock(now func() time.Time) Option {
+	return func(c *config) { c.local = now }
+}
+
+// StepTolerance is stepTolerance.
+const StepTolerance = stepTolerance
+
+// ScriptLib is the scripts' shared prelude, for tests of its arithmetic.
+var ScriptLib = scriptLib
