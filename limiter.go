@@ -181,7 +181,7 @@ func unsupported(what string, s Store, iface string) error {
 }
 
 // Stats reports the counters of the limiter's store, if it keeps any (the
-// memory store does).
+// memory store and redisstore do).
 func (l *Limiter) Stats() Stats {
 	if s, ok := l.store.(interface{ Stats() Stats }); ok {
 		return s.Stats()
