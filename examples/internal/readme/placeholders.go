@@ -38,8 +38,11 @@ var l, api, login, site, perIP, perKey *ratelimit.Limiter
 // An echo v4 server; the blocks hold for v5 too.
 var e *echo.Echo
 
-// The Redis client that redisstore.New is given.
-var rdb redis.UniversalClient
+// The Redis client that redisstore.New is given, and a store it made.
+var (
+	rdb redis.UniversalClient
+	st  *redisstore.Store
+)
 
 // Proxy ranges that KeyByIP is told to trust.
 var cloudflareRanges []netip.Prefix
