@@ -293,13 +293,7 @@ func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 	}
 	sh := &s.shards[h&s.shardMask]
 	for {
-		sh.mu.RLock()
-		e := sh.find(h, key, ps)
-		var st states
-		if e != nil {
-			st = sh.states(e)
-		}
-		sh.mu.RUnlock()
+		e, st := s.lockedEntry(sh, h, key, ps)
 		var now int64
 		if e == nil {
 			var err error
@@ -311,11 +305,6 @@ func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 				continue // another request added the entry first
 			}
 		} else {
-			e.mu.Lock()
-			if e.dead {
-				e.mu.Unlock()
-				continue
-			}
 			// Read the clock under the entry's lock so that instants are
 			// logged in the order they were read.
 			now = s.now()
@@ -327,6 +316,56 @@ func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 		e.mu.Unlock()
 		return res, nil
 	}
+}
+
+// lockedEntry returns the live entry of key and ps in sh, whose hash is
+// h, locked, and its states; or nil if sh holds none. It locks the entry
+// the hash leads to before it reads the entry's identity, since both are
+// on the cache line the lock is: the line of a busy key then moves
+// between cores once a request, not twice.
+func (s *MemoryStore) lockedEntry(sh *shard, h uint64, key string, ps *policySet) (*entry, states) {
+	for {
+		sh.mu.RLock()
+		e := sh.m[h]
+		if e == nil && len(sh.other) > 0 {
+			e = sh.other[identity{key, ps.id}]
+		}
+		st := statesOf(sh, e, ps)
+		sh.mu.RUnlock()
+		if e == nil {
+			return nil, states{}
+		}
+		e.mu.Lock()
+		if !e.is(key, ps) {
+			// Another key holds the hash: ours, if any, is beside the map.
+			e.mu.Unlock()
+			sh.mu.RLock()
+			e = sh.other[identity{key, ps.id}]
+			st = statesOf(sh, e, ps)
+			sh.mu.RUnlock()
+			if e == nil {
+				return nil, states{}
+			}
+			e.mu.Lock()
+		}
+		if !e.dead {
+			return e, st
+		}
+		e.mu.Unlock()
+	}
+}
+
+// statesOf returns the states of e, taken to be an entry of ps, without
+// reading e. The caller holds sh.mu.
+func statesOf(sh *shard, e *entry, ps *policySet) states {
+	if e == nil {
+		return states{}
+	}
+	st := states{first: &e.first}
+	if len(ps.policies) > 1 {
+		st.rest = sh.rest[e]
+	}
+	return st
 }
 
 // Peek implements Peeker.
