@@ -551,9 +551,13 @@ func (s *suite) models(t *testing.T) {
 				maxWindow := time.Duration(0)
 				for i, a := range c.algos {
 					limit := 1 + rng.IntN(12)
-					// A window of whole steps per request, so that every
-					// store computes GCRA's interval exactly.
-					window := time.Duration(limit) * time.Duration(1+rng.IntN(400)) * 1000 * res
+					// Windows of whole steps, any number for the log and
+					// the counter, a multiple of the limit for GCRA, so
+					// that every store computes its interval exactly.
+					window := time.Duration(1+rng.IntN(400*limit)) * 1000 * res
+					if a == ratelimit.GCRA {
+						window = time.Duration(limit) * time.Duration(1+rng.IntN(400)) * 1000 * res
+					}
 					p := ratelimit.Policy{Name: fmt.Sprint("p", i), Limit: limit, Window: window, Algorithm: a}
 					policies = append(policies, p)
 					models = append(models, newModel(p))
@@ -583,13 +587,21 @@ func (s *suite) models(t *testing.T) {
 						t.Fatalf("%s: allowed %v, the models say %v", where, got.Allowed, fits)
 					}
 					if fits {
-						least := int64(1 << 62)
-						for _, m := range models {
+						least, tightest := int64(1<<62), -1
+						for i, m := range models {
 							m.record(now, int64(cost))
-							least = min(least, m.remaining(now))
+							switch r := m.remaining(now); {
+							case r < least:
+								least, tightest = r, i
+							case r == least:
+								tightest = -1 // Reset breaks the tie
+							}
 						}
 						if int64(got.Remaining) != least {
 							t.Fatalf("%s: Remaining %d, the tightest model says %d", where, got.Remaining, least)
+						}
+						if tightest >= 0 {
+							s.checkReset(t, where, got, policies[tightest], models[tightest], now)
 						}
 						continue
 					}
@@ -608,9 +620,33 @@ func (s *suite) models(t *testing.T) {
 					if early {
 						t.Fatalf("%s: RetryAfter %v, but every policy fits %v sooner", where, got.RetryAfter, res)
 					}
+					if len(models) == 1 {
+						s.checkReset(t, where, got, policies[0], models[0], now)
+					}
 				}
 			}
 		})
+	}
+}
+
+// checkReset checks a Result's Reset against the model m of the policy p
+// it reports: the time until the quota next grows (Remaining, counted
+// before any request, rises), 0 when nothing is counted; within the
+// store's resolution, never less.
+func (s *suite) checkReset(t *testing.T, where string, got ratelimit.Result, p ratelimit.Policy, m model, now int64) {
+	t.Helper()
+	res := int64(s.cfg.resolution)
+	before := m.remaining(now)
+	if before == int64(p.Limit) {
+		if got.Reset != 0 {
+			t.Fatalf("%s: Reset %v with nothing counted under %s, want 0", where, got.Reset, p.Name)
+		}
+		return
+	}
+	at := now + int64(got.Reset)
+	if got.Reset <= 0 || m.remaining(at) <= before || m.remaining(at-res) > before {
+		t.Fatalf("%s: Reset %v, but %s's remaining %d grows at another instant (%d at +Reset, %d a step sooner)",
+			where, got.Reset, p.Name, before, m.remaining(at), m.remaining(at-res))
 	}
 }
 
