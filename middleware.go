@@ -67,7 +67,7 @@ type Decision struct {
 // and the rate-limit headers describe the client's standing. It is false
 // for requests exempted by WithSkip, rejected for their key or cost, or
 // whose store failed.
-func (d *Decision) Decided() bool { return d.decided }
+func (d Decision) Decided() bool { return d.decided }
 
 // Decide decides r as Handler does, without answering it: it extracts the
 // key, picks the plan, weighs the cost, asks the store, and calls the

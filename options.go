@@ -301,7 +301,7 @@ func WithResetFormat(f ResetFormat) Option {
 // the status (429 unless it has reason to differ) and body. If unset, the
 // middleware answers 429 with a short plain-text body, or, to a client
 // whose Accept header names application/problem+json, with RFC 9457
-// problem details of type QuotaExceeded naming the violated policy in
+// problem details of the draft's quota-exceeded type, naming the violated policy in
 // "violated-policies".
 func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res Result)) Option {
 	return limiterOption("WithDeniedHandler", func(c *config) {

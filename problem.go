@@ -12,8 +12,8 @@ import (
 // with the problem type that draft-ietf-httpapi-ratelimit-headers-10
 // defines for it.
 
-// QuotaExceeded is the problem type of a refusal.
-const QuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+// quotaExceeded is the problem type of a refusal.
+const quotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
 const problemJSON = "application/problem+json"
 
@@ -32,7 +32,7 @@ type problem struct {
 func writeProblem(w http.ResponseWriter, res Result) {
 	wait := max(1, ceilSeconds(res.RetryAfter))
 	body, _ := json.Marshal(problem{
-		Type:             QuotaExceeded,
+		Type:             quotaExceeded,
 		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 		Status:           http.StatusTooManyRequests,
 		Detail:           "Too many requests: retry after " + strconv.FormatInt(wait, 10) + " s.",

@@ -56,6 +56,16 @@ done
 run memory.txt -bench '^BenchmarkMemory$' -benchtime "$MEMKEYS"
 run floor.txt -bench '^BenchmarkMemoryFloor$' -benchtime "$MEMKEYS"
 
+# A flood beside polite clients, over real TCP: the load generator's
+# summary. Then redisstore's refusal cache, against the Redis at REDIS_ADDR
+# (skipped, and said so, when none answers).
+echo "bench.sh: go -C examples run ./loadgen -self -flood -plain -duration 20s" >&2
+(cd "$root" && go -C examples run ./loadgen -self -flood -plain -duration 20s) > "$out/flood.txt" 2>&1 || failed=1
+echo "bench.sh: redisstore: TestRefusalCacheFlood, BenchmarkRefused" >&2
+(cd "$root/redisstore" &&
+	go test -count=1 -run '^TestRefusalCacheFlood$' -v . &&
+	go test -run '^$' -bench '^BenchmarkRefused$' -benchtime 2000x -count "$COUNT" .) > "$out/redis.txt" 2>&1 || echo "(Redis unavailable: skipped)" >> "$out/redis.txt"
+
 ratios() { go run ./internal/ratios "$@"; }
 stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; }
 
@@ -118,6 +128,28 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	echo
 	echo '```'
 	"$benchstat" -col /gomaxprocs "$out/scaling.txt" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'
+	echo '```'
+	echo
+	echo "## A flood beside polite clients"
+	echo
+	echo "\`go -C examples run ./loadgen -self -flood -plain -duration 20s\`: four polite"
+	echo "clients of the demo's API, and from halfway through one more flooding one key"
+	echo "with 16 requests in flight, all over real TCP in one process (so the flood's"
+	echo "client and the server share the two cores). Its summary:"
+	echo
+	echo '```'
+	sed -n '/^Summary:/,/^$/p' "$out/flood.txt"
+	grep '^RESULT' "$out/flood.txt"
+	echo '```'
+	echo
+	echo "## redisstore's refusal cache"
+	echo
+	echo "A client over its limit sending 5,000 requests (\`TestRefusalCacheFlood\`), and"
+	echo "one refusal answered from the cache or through Redis (\`BenchmarkRefused\`,"
+	echo "\`-benchtime 2000x -count $COUNT\`), against the Redis at \`\${REDIS_ADDR:-127.0.0.1:6379}\`:"
+	echo
+	echo '```'
+	grep -E 'script calls|^Benchmark|skipped' "$out/redis.txt"
 	echo '```'
 	for f in main newkey memory; do
 		echo
