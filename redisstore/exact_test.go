@@ -127,6 +127,82 @@ func TestCrossProcess(t *testing.T) {
 	}
 }
 
+// TestCrossProcessRefunds counts by outcome across processes: 4
+// processes of 8 goroutines take requests on one key under a limit of
+// 300 and refund every third they are allowed, as WithCountIf does for
+// responses that should not count. No more than the limit is ever kept
+// counted: the log holds exactly what was allowed and not refunded, and,
+// once the parent fills the key up, exactly the limit.
+func TestCrossProcessRefunds(t *testing.T) {
+	if p := os.Getenv(childPrefix); p != "" {
+		c := sharedClient(t)
+		st := childStore(t, c, p)
+		childReady(t, c, p)
+		var mu sync.Mutex
+		var allowed, refunded int
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 30 {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					res, err := st.Take(ctx, "hot", crossSet, 1)
+					if err == nil && res.Allowed && (g+i)%3 == 0 {
+						err = st.Refund(ctx, "hot", crossSet, 1, res.At)
+						if err == nil {
+							mu.Lock()
+							refunded++
+							mu.Unlock()
+						}
+					}
+					cancel()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if res.Allowed {
+						mu.Lock()
+						allowed++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		fmt.Printf("allowed %d refunded %d\n", allowed, refunded)
+		return
+	}
+	c := sharedClient(t)
+	p := testPrefix(t, c)
+	var allowed, refunded int
+	for i, lines := range runChildren(t, c, "TestCrossProcessRefunds", "refunds", p) {
+		var a, r int
+		found := false
+		for _, l := range lines {
+			if _, err := fmt.Sscanf(l, "allowed %d refunded %d", &a, &r); err == nil {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("child %d reported no counts:\n%s", i, strings.Join(lines, "\n"))
+		}
+		t.Logf("process %d: %d allowed, %d refunded", i, a, r)
+		allowed, refunded = allowed+a, refunded+r
+	}
+	key := stateKey(p, "hot", crossSet, "default")
+	if n := int(c.LLen(context.Background(), key).Val()); n != allowed-refunded || n > 300 {
+		t.Errorf("%d allowed, %d refunded: the log holds %d, want %d and at most 300", allowed, refunded, n, allowed-refunded)
+	}
+	st := childStore(t, c, p)
+	for i := 0; takeOK(t, st, "hot", crossSet, 1).Allowed; i++ {
+		if i > 300 {
+			t.Fatal("never refused")
+		}
+	}
+	if n := c.LLen(context.Background(), key).Val(); n != 300 {
+		t.Errorf("filled up: the log holds %d, want 300", n)
+	}
+}
+
 // crossPlans are the plans: 10 a second, exactly, beside a daily
 // quota kept in O(1), by GCRA or by the window counter.
 var crossPlans = map[string]ratelimit.PolicySet{}
