@@ -21,7 +21,9 @@ import (
 // other. A shard's map is keyed by a 64-bit hash of the key, seeded per
 // store and mixed with the set's, which also picks the shard; each entry
 // keeps its key and set, so that a lookup is exact while the map itself
-// never reads a key's bytes.
+// never reads a key's bytes. A client refused again and again is answered
+// from its remembered refusal, without its entry's lock (see
+// refusals.go), so that a flood from one key does not serialize.
 //
 // Memory stays bounded three ways: expired instants are dropped whenever
 // an entry is used; a new entry that finds its shard doubled since the
