@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"hash/maphash"
 	"testing"
 	"time"
 )
@@ -12,7 +11,7 @@ import (
 // findEntry returns the entry of key and set in s, and its states, or
 // nil.
 func findEntry(s *MemoryStore, key string, set PolicySet) (*entry, states) {
-	h := maphash.String(s.seed, key) ^ set.p.hash
+	h := s.hash(key, set.p)
 	sh := &s.shards[h&s.shardMask]
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
@@ -20,7 +19,7 @@ func findEntry(s *MemoryStore, key string, set PolicySet) (*entry, states) {
 	if e == nil {
 		return nil, states{}
 	}
-	return e, sh.states(e)
+	return e, statesOf(sh, e, e.set)
 }
 
 // mustSet returns the set of ps, failing t if they are not one.

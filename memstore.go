@@ -141,15 +141,6 @@ func (st states) at(i int) *state {
 	return &st.rest[i-1]
 }
 
-// states returns e's states. The caller holds sh.mu.
-func (sh *shard) states(e *entry) states {
-	st := states{first: &e.first}
-	if len(e.set.policies) > 1 {
-		st.rest = sh.rest[e]
-	}
-	return st
-}
-
 // Overflow says what a store bounded by WithMaxKeys does with a new key
 // when it is full and no tracked key is idle.
 type Overflow int
@@ -286,7 +277,7 @@ func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 		return Result{}, err
 	}
 	ps := set.p
-	h := maphash.String(s.seed, key) ^ ps.hash
+	h := s.hash(key, ps)
 	if r := s.refused.find(h, key, ps, int64(cost)); r != nil {
 		if now := s.now(); now < r.until {
 			s.refused.hits.add()
@@ -379,31 +370,25 @@ func (s *MemoryStore) Peek(ctx context.Context, key string, set PolicySet) (Resu
 		return Result{}, err
 	}
 	ps := set.p
+	h := s.hash(key, ps)
 	var rs [4]Result
 	results := rs[:0]
-	for {
-		e, st, _ := s.lookup(key, ps)
-		if e == nil {
-			now := s.now()
-			for i := range ps.policies {
-				p := &ps.policies[i]
-				results = append(results, result(p, verdict{ok: true, remaining: int64(p.Limit)}, now))
-			}
-			return Tightest(results), nil
-		}
-		e.mu.Lock()
-		if e.dead {
-			e.mu.Unlock()
-			continue
-		}
+	e, st := s.lockedEntry(&s.shards[h&s.shardMask], h, key, ps)
+	if e == nil {
 		now := s.now()
-		for i, a := range ps.algos {
+		for i := range ps.policies {
 			p := &ps.policies[i]
-			results = append(results, result(p, a.peek(st.at(i), int64(p.Limit), int64(p.Window), now), now))
+			results = append(results, result(p, verdict{ok: true, remaining: int64(p.Limit)}, now))
 		}
-		e.mu.Unlock()
 		return Tightest(results), nil
 	}
+	defer e.mu.Unlock()
+	now := s.now()
+	for i, a := range ps.algos {
+		p := &ps.policies[i]
+		results = append(results, result(p, a.peek(st.at(i), int64(p.Limit), int64(p.Window), now), now))
+	}
+	return Tightest(results), nil
 }
 
 // Reset implements Resetter: it drops the key's entry for set.
@@ -414,7 +399,7 @@ func (s *MemoryStore) Reset(ctx context.Context, key string, set PolicySet) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	h := maphash.String(s.seed, key) ^ set.p.hash
+	h := s.hash(key, set.p)
 	sh := &s.shards[h&s.shardMask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -435,15 +420,12 @@ func (s *MemoryStore) Refund(ctx context.Context, key string, set PolicySet, cos
 		return err
 	}
 	ps := set.p
-	e, st, h := s.lookup(key, ps)
+	h := s.hash(key, ps)
+	e, st := s.lockedEntry(&s.shards[h&s.shardMask], h, key, ps)
 	if e == nil {
 		return nil
 	}
-	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.dead {
-		return nil // dropped: nothing of it is counted any more
-	}
 	s.refused.forget(h, e)
 	now, t := s.now(), at.UnixNano()
 	for i, a := range ps.algos {
@@ -453,20 +435,6 @@ func (s *MemoryStore) Refund(ctx context.Context, key string, set PolicySet, cos
 		}
 	}
 	return nil
-}
-
-// lookup returns the entry of key and ps, its states and its hash, or a
-// nil entry.
-func (s *MemoryStore) lookup(key string, ps *policySet) (*entry, states, uint64) {
-	h := maphash.String(s.seed, key) ^ ps.hash
-	sh := &s.shards[h&s.shardMask]
-	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	e := sh.find(h, key, ps)
-	if e == nil {
-		return nil, states{}, h
-	}
-	return e, sh.states(e), h
 }
 
 // decide checks every policy of ps, then records in all of them or none,
@@ -602,7 +570,7 @@ func (s *MemoryStore) sweep(sh *shard, now int64) {
 		// Waiting here is safe: no goroutine holds an entry's lock while
 		// it asks for a shard's.
 		e.mu.Lock()
-		if at := idleAt(e, sh.states(e)); at <= now {
+		if at := idleAt(e, statesOf(sh, e, e.set)); at <= now {
 			s.drop(sh, h, e)
 		} else {
 			next = min(next, at)
@@ -613,14 +581,17 @@ func (s *MemoryStore) sweep(sh *shard, now int64) {
 		visit(h, e)
 	}
 	for _, e := range sh.other {
-		visit(s.hash(e), e)
+		visit(s.hash(e.key, e.set), e)
 	}
 	sh.sweepLen = int32(max(2*sh.len(), minSweepLen))
 	sh.sweepAt = next
 }
 
-// hash returns the hash of e's key and set.
-func (s *MemoryStore) hash(e *entry) uint64 { return maphash.String(s.seed, e.key) ^ e.set.hash }
+// hash returns the hash of key and ps, by which the store finds their
+// entry, its shard and its remembered refusal.
+func (s *MemoryStore) hash(key string, ps *policySet) uint64 {
+	return maphash.String(s.seed, key) ^ ps.hash
+}
 
 // drop removes e, whose hash is h, from sh. The caller holds sh.mu and
 // e.mu.
@@ -653,7 +624,7 @@ func (s *MemoryStore) makeRoom(sh *shard, now int64) bool {
 		// Waiting here is safe: no goroutine holds an entry's lock while
 		// it asks for a shard's.
 		e.mu.Lock()
-		st := sh.states(e)
+		st := statesOf(sh, e, e.set)
 		if idleAt(e, st) <= now {
 			s.drop(sh, h, e)
 			e.mu.Unlock()

@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -388,7 +387,7 @@ func TestEntriesSharingAHash(t *testing.T) {
 	clk := fakeclock.New()
 	s := newTestStore(t, WithClock(clk.Now))
 	p := mustSet(t, Policy{Name: "p", Limit: 3, Window: time.Minute})
-	h := maphash.String(s.seed, "k") ^ p.p.hash
+	h := s.hash("k", p.p)
 	sh := &s.shards[h&s.shardMask]
 	impostor := &entry{key: "impostor", set: p.p}
 	sh.add(h, impostor)

@@ -76,7 +76,7 @@ func TestRefusalsMatchTheLockedPath(t *testing.T) {
 		// Keys whose refusals share no slot, so that forgetting one
 		// does not forget the other.
 		twinKey := "twin"
-		for i := 0; s.hash(&entry{key: twinKey, set: set.p})&(refusalSlots-1) == s.hash(&entry{key: "remembered", set: set.p})&(refusalSlots-1); i++ {
+		for i := 0; s.hash(twinKey, set.p)&(refusalSlots-1) == s.hash("remembered", set.p)&(refusalSlots-1); i++ {
 			twinKey = fmt.Sprint("twin-", i)
 		}
 		hits := uint64(0)
@@ -99,7 +99,7 @@ func TestRefusalsMatchTheLockedPath(t *testing.T) {
 			twin, _ := findEntry(s, twinKey, set)
 			if twin != nil {
 				twin.mu.Lock()
-				s.refused.forget(s.hash(twin), twin)
+				s.refused.forget(s.hash(twinKey, set.p), twin)
 				twin.mu.Unlock()
 			}
 			locked, err := s.Take(context.Background(), twinKey, set, cost)
