@@ -69,6 +69,15 @@ type Decision struct {
 // whose store failed.
 func (d Decision) Decided() bool { return d.decided }
 
+// PolicySet returns the policies the store decided the request under
+// (its plan's), or the zero PolicySet when it did not decide it.
+func (d Decision) PolicySet() PolicySet {
+	if d.plan == nil {
+		return PolicySet{}
+	}
+	return d.plan.set
+}
+
 // Decide decides r as Handler does, without answering it: it extracts the
 // key, picks the plan, weighs the cost, asks the store, and calls the
 // hooks. Handler answers the Decision over HTTP; other protocols build a

@@ -797,6 +797,9 @@ func TestDecideAndSetHeadersMatchHandler(t *testing.T) {
 		if d.Outcome != want || !d.Decided() {
 			t.Fatalf("decision %d: %v, decided %v; want %v, decided", i, d.Outcome, d.Decided(), want)
 		}
+		if s := d.PolicySet(); s.Len() != 1 || s.At(0).Limit != 1 {
+			t.Errorf("decision %d: PolicySet %q, want the default policy", i, s.ID())
+		}
 		got := http.Header{}
 		l.SetHeaders(got, d)
 		w := get(h, "192.0.2.2:1") // another client in the same standing
@@ -808,8 +811,8 @@ func TestDecideAndSetHeadersMatchHandler(t *testing.T) {
 	}
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "garbage"
-	if d := l.Decide(r); d.Outcome != ratelimit.Reject || d.Decided() {
-		t.Errorf("no key: %v, decided %v; want Reject, undecided", d.Outcome, d.Decided())
+	if d := l.Decide(r); d.Outcome != ratelimit.Reject || d.Decided() || d.PolicySet().Len() != 0 {
+		t.Errorf("no key: %v, decided %v, %d policies; want Reject, undecided, none", d.Outcome, d.Decided(), d.PolicySet().Len())
 	}
 }
 

@@ -70,8 +70,13 @@ func refusal(l *ratelimit.Limiter, d ratelimit.Decision) (*status.Status, metada
 	md[pushbackKey] = []string{strconv.FormatInt(wait, 10)}
 
 	desc := "at most " + strconv.Itoa(res.Limit) + " per window"
-	if w, ok := policyWindow(strings.Join(md["ratelimit-policy"], ","), res.Policy); ok {
-		desc = "at most " + strconv.Itoa(res.Limit) + " in any " + w + " s window"
+	set := d.PolicySet()
+	for i := range set.Len() {
+		if p := set.At(i); p.Name == res.Policy {
+			// Whole seconds rounded up, as RateLimit-Policy's w.
+			w := (p.Window + time.Second - 1) / time.Second
+			desc = "at most " + strconv.Itoa(res.Limit) + " in any " + strconv.FormatInt(int64(w), 10) + " s window"
+		}
 	}
 	delay := time.Duration(wait) * time.Millisecond
 	st := withDetails(status.New(codes.ResourceExhausted, "rate limit exceeded: retry in "+delay.String()),
@@ -95,24 +100,6 @@ func refusal(l *ratelimit.Limiter, d ratelimit.Decision) (*status.Status, metada
 // sub-second windows gRPC services often use.
 func waitMillis(d time.Duration) int64 {
 	return max(1, int64((d+time.Millisecond-1)/time.Millisecond))
-}
-
-// policyWindow returns the w parameter of policy name in a RateLimit-Policy
-// value such as `"default";q=50;w=10, "burst";q=10;w=1`: the window in
-// whole seconds, rounded up.
-func policyWindow(v, name string) (string, bool) {
-	for item := range strings.SplitSeq(v, ",") {
-		params := strings.Split(strings.TrimSpace(item), ";")
-		if params[0] != strconv.Quote(name) {
-			continue
-		}
-		for _, p := range params[1:] {
-			if w, ok := strings.CutPrefix(p, "w="); ok {
-				return w, true
-			}
-		}
-	}
-	return "", false
 }
 
 // rejection answers a call the limiter cannot count as sent: it carries

@@ -29,27 +29,6 @@ func TestWaitMillis(t *testing.T) {
 	}
 }
 
-func TestPolicyWindow(t *testing.T) {
-	const v = `"default";q=50;w=10, "burst";q=10;w=1`
-	tests := []struct {
-		value, name string
-		want        string
-		ok          bool
-	}{
-		{v, "default", "10", true},
-		{v, "burst", "1", true},
-		{v, "burs", "", false},
-		{`"default";q=3`, "default", "", false},
-		{"", "default", "", false},
-	}
-	for _, tc := range tests {
-		got, ok := policyWindow(tc.value, tc.name)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("policyWindow(%q, %q) = %q, %v; want %q, %v", tc.value, tc.name, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestKeyErrorMessage(t *testing.T) {
 	tests := []struct {
 		ke   ratelimit.KeyError
