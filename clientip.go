@@ -394,44 +394,111 @@ func optionalPort(s string) bool {
 }
 
 // parseForwardedElement returns the address of the for= parameter of one
-// RFC 7239 element ("for=192.0.2.60;proto=http;by=203.0.113.43"). An
-// element without exactly one for= address, or with a quoted value that
-// is not a plain address, yields nothing.
+// RFC 7239 element ("for=192.0.2.60;proto=http;by=203.0.113.43"). The
+// element must follow the RFC's grammar: pairs of a token, "=" and a value,
+// separated by ";" (empty pairs allowed). A value is a quoted-string or,
+// leniently, since proxies write unquoted IPv6 addresses and ports, a run
+// of visible characters other than a quote, a backslash, ';' and ','. An
+// element that breaks the grammar, that has no for= pair or two, or whose
+// quoted for= value holds an escape or a space, yields nothing: a header
+// the proxy did not write is never read as an address.
 func parseForwardedElement(s string) (netip.Addr, bool) {
 	if len(s) > maxElementLen {
 		return netip.Addr{}, false
 	}
 	var val string
-	found := false
-	for s != "" {
-		pair := s
-		if i := strings.IndexByte(s, ';'); i >= 0 {
-			pair, s = s[:i], s[i+1:]
-		} else {
-			s = ""
+	found, quoted := false, false
+	for {
+		s = trimOWS(s)
+		if s == "" {
+			break
 		}
-		pair = trimOWS(pair)
-		eq := strings.IndexByte(pair, '=')
-		if eq < 0 {
+		if s[0] == ';' {
+			s = s[1:]
+			continue
+		}
+		n := tokenLen(s)
+		if n == 0 || n == len(s) || s[n] != '=' {
 			return netip.Addr{}, false
 		}
-		if strings.EqualFold(pair[:eq], "for") {
+		name := s[:n]
+		s = s[n+1:]
+		q := s != "" && s[0] == '"'
+		if q {
+			n = quotedLen(s)
+		} else {
+			n = bareValueLen(s)
+		}
+		if n == 0 {
+			return netip.Addr{}, false
+		}
+		v := s[:n]
+		s = trimOWS(s[n:])
+		if s != "" && s[0] != ';' {
+			return netip.Addr{}, false
+		}
+		if strings.EqualFold(name, "for") {
 			if found {
 				return netip.Addr{}, false
 			}
-			val, found = pair[eq+1:], true
+			val, found, quoted = v, true, q
 		}
 	}
 	if !found {
 		return netip.Addr{}, false
 	}
-	if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
+	if quoted {
 		val = val[1 : len(val)-1]
-	}
-	if strings.ContainsAny(val, "\"\\ \t") {
-		return netip.Addr{}, false
+		if strings.ContainsAny(val, "\\ \t") {
+			return netip.Addr{}, false
+		}
 	}
 	return parseNode(val)
+}
+
+// tokenLen returns the length of the RFC 9110 token that starts s.
+func tokenLen(s string) int {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return i
+		}
+	}
+	return len(s)
+}
+
+// quotedLen returns the length of the RFC 9110 quoted-string that starts
+// s, quotes included, or 0 if s does not start with a whole one.
+func quotedLen(s string) int {
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			i++
+			if i == len(s) || !isQuotedText(s[i]) && s[i] != '"' && s[i] != '\\' {
+				return 0
+			}
+		case !isQuotedText(c):
+			return 0
+		}
+	}
+	return 0
+}
+
+// isQuotedText reports whether c may stand unescaped in a quoted-string.
+func isQuotedText(c byte) bool {
+	return c == '\t' || c == ' ' || c == 0x21 || 0x23 <= c && c <= 0x5b || 0x5d <= c && c != 0x7f
+}
+
+// bareValueLen returns the length of the unquoted value that starts s.
+func bareValueLen(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == ';' || c == ',' {
+			return i
+		}
+	}
+	return len(s)
 }
 
 // trimOWS trims the optional white space of HTTP (spaces and tabs).

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -150,10 +151,62 @@ func FuzzParseNode(f *testing.F) {
 		if b, ok := parseNode(a.String()); !ok || b != a {
 			t.Fatalf("parseNode(%q) = %v, which reads back as (%v, %v)", s, a, b, ok)
 		}
-		if _, ok := parseForwardedElement("for=\"" + s + "\""); ok && strings.ContainsAny(s, "\"\\") {
-			t.Fatalf("quoted %q with quotes or escapes accepted", s)
-		}
+		checkForwardedElement(t, "for=\""+s+"\"")
 	})
+}
+
+// FuzzParseForwardedElement checks the RFC 7239 element parser against
+// the reference grammar below.
+func FuzzParseForwardedElement(f *testing.F) {
+	for _, s := range []string{
+		"for=192.0.2.60;proto=http;by=203.0.113.43", `for="[2001:db8:cafe::17]:4711"`, "For=198.51.100.1:80",
+		`for="1::%0";="`, `for="1.2.3.4";a="b"`, `for="1.2.3.4";a="b;for=5.6.7.8"`, `for="1.2.3.4\"`,
+		";;for=1.2.3.4;", "for = 1.2.3.4", "for=1.2.3.4;proto=h\"ttp", `proto="\\";for=[::1]`, "for=unknown",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(checkForwardedElement)
+}
+
+// The grammar of RFC 7239 section 4 over RFC 9110's token and
+// quoted-string, with the parser's one leniency (unquoted values may hold
+// ':', '[' and ']') and OWS around the pairs.
+var (
+	fwdToken  = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+"
+	fwdValue  = `(?:"(?:[\t \x21\x23-\x5b\x5d-\x7e\x{80}-\x{10ffff}]|\\[\t \x21-\x7e\x{80}-\x{10ffff}])*"|[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]+)`
+	fwdPair   = regexp.MustCompile("(" + fwdToken + ")=(" + fwdValue + ")")
+	fwdSyntax = regexp.MustCompile("^[ \t]*(?:" + fwdToken + "=" + fwdValue + ")?(?:[ \t]*;[ \t]*(?:" + fwdToken + "=" + fwdValue + ")?)*[ \t]*$")
+)
+
+// checkForwardedElement fails t unless parseForwardedElement(e) yields
+// exactly what the reference grammar does: the address of the one for=
+// pair, whose quoted value holds no escape and no space.
+func checkForwardedElement(t *testing.T, e string) {
+	got, ok := parseForwardedElement(e)
+	var want netip.Addr
+	wantOK := len(e) <= maxElementLen && fwdSyntax.MatchString(e)
+	if wantOK {
+		var fors []string
+		for _, m := range fwdPair.FindAllStringSubmatch(e, -1) {
+			if strings.EqualFold(m[1], "for") {
+				fors = append(fors, m[2])
+			}
+		}
+		wantOK = len(fors) == 1
+		if wantOK {
+			v := fors[0]
+			if v[0] == '"' {
+				v = v[1 : len(v)-1]
+				wantOK = !strings.ContainsAny(v, "\\ \t")
+			}
+			if wantOK {
+				want, wantOK = parseNode(v)
+			}
+		}
+	}
+	if ok != wantOK || got != want {
+		t.Fatalf("parseForwardedElement(%q) = (%v, %v), the grammar says (%v, %v)", e, got, ok, want, wantOK)
+	}
 }
 
 // fuzzSecret is the HMAC secret of the JWT fuzz targets.
