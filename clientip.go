@@ -99,7 +99,8 @@ func TrustedHops(n int) IPOption {
 
 // FromHeader selects the header trusted proxies write the client's address
 // into (default X-Forwarded-For). "X-Forwarded-For" and "Forwarded" (RFC
-// 7239, its for= parameters) are lists that each proxy appends to; any
+// 7239, its for= parameters; an element that breaks the RFC's grammar is
+// garbage and ends the walk) are lists that each proxy appends to; any
 // other name, such as "X-Real-IP" or "CF-Connecting-IP", is taken to hold
 // one address that the nearest proxy sets, replacing whatever the client
 // sent, and only its last line is read. The header is read only when the
