@@ -472,25 +472,27 @@ func tokenLen(s string) int {
 // s, quotes included, or 0 if s does not start with a whole one.
 func quotedLen(s string) int {
 	for i := 1; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"':
+		switch s[i] {
+		case '"':
 			return i + 1
-		case c == '\\':
+		case '\\': // a quoted-pair: any text byte may follow
 			i++
-			if i == len(s) || !isQuotedText(s[i]) && s[i] != '"' && s[i] != '\\' {
+			if i == len(s) || !isText(s[i]) {
 				return 0
 			}
-		case !isQuotedText(c):
-			return 0
+		default:
+			if !isText(s[i]) {
+				return 0
+			}
 		}
 	}
 	return 0
 }
 
-// isQuotedText reports whether c may stand unescaped in a quoted-string.
-func isQuotedText(c byte) bool {
-	return c == '\t' || c == ' ' || c == 0x21 || 0x23 <= c && c <= 0x5b || 0x5d <= c && c != 0x7f
-}
+// isText reports whether c is a tab, a space, a visible ASCII character
+// or obs-text: what may stand in a quoted-string, quotes and backslashes
+// aside.
+func isText(c byte) bool { return c == '\t' || c >= ' ' && c != 0x7f }
 
 // bareValueLen returns the length of the unquoted value that starts s.
 func bareValueLen(s string) int {
