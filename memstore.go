@@ -86,13 +86,33 @@ type shard struct {
 type identity struct{ key, set string }
 
 // entry is the lock and state of one key under one policy set. The lock
-// guards the entry's states, first and any in the shard's rest, and dead.
+// guards the entry's states, first and any in the shard's rest, and seen.
 type entry struct {
 	mu    sync.Mutex
 	first state
-	dead  bool // dropped from its shard: a request that found it looks again
-	key   string
-	set   *policySet
+	// seen is the latest instant the entry was decided at (see at), or
+	// dropped once the entry is dropped from its shard: a request that
+	// found it then looks again.
+	seen int64
+	key  string
+	set  *policySet
+}
+
+// dropped is the seen of an entry dropped from its shard.
+const dropped = math.MaxInt64
+
+// at returns the instant to decide e at, given a reading of the store's
+// clock taken before e was locked, and notes it. Take reads the clock
+// before it waits for the lock, to keep the reading out of the time the
+// lock is held, so readings may reach the lock out of order: each is held
+// at the latest instant e was decided at. That instant was read before
+// this request got the lock, so it lies within the request's span, and e's
+// instants stay in order, as every algorithm needs. The caller holds e's
+// lock.
+func (e *entry) at(now int64) int64 {
+	now = max(now, e.seen)
+	e.seen = now
+	return now
 }
 
 // is reports whether e counts for key under set.
@@ -250,8 +270,8 @@ func newMemoryStore(c memoryConfig) *MemoryStore {
 // stepping cannot move a window.
 //
 // An injected clock may step back; its readings are held at the latest
-// one, so that every entry's instants, read under the entry's lock, stay
-// in order for all algorithms. The monotonic clock needs no such care.
+// one, so that the store's instants never go back, across entries as
+// within one (see entry.at). The monotonic clock needs no such care.
 func (s *MemoryStore) now() int64 {
 	if s.clock == nil {
 		return s.epoch + int64(time.Since(s.base))
@@ -278,11 +298,12 @@ func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 	}
 	ps := set.p
 	h := s.hash(key, ps)
-	if r := s.refused.find(h, key, ps, int64(cost)); r != nil {
-		if now := s.now(); now < r.until {
-			s.refused.hits.add()
-			return r.result(now), nil
-		}
+	read := s.now()
+	if r := s.refused.find(h, key, ps, int64(cost)); r != nil && read < r.until {
+		s.refused.hits.add()
+		// A reading taken before the refusal was decided is held at
+		// its instant, which is within this request's span too.
+		return r.result(max(read, r.at)), nil
 	}
 	sh := &s.shards[h&s.shardMask]
 	for {
@@ -298,9 +319,7 @@ func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 				continue // another request added the entry first
 			}
 		} else {
-			// Read the clock under the entry's lock so that instants are
-			// logged in the order they were read.
-			now = s.now()
+			now = e.at(read)
 		}
 		res, until := decide(ps, st, now, int64(cost))
 		if until > now {
@@ -341,7 +360,7 @@ func (s *MemoryStore) lockedEntry(sh *shard, h uint64, key string, ps *policySet
 			}
 			e.mu.Lock()
 		}
-		if !e.dead {
+		if e.seen != dropped {
 			return e, st
 		}
 		e.mu.Unlock()
@@ -383,7 +402,7 @@ func (s *MemoryStore) Peek(ctx context.Context, key string, set PolicySet) (Resu
 		return Tightest(results), nil
 	}
 	defer e.mu.Unlock()
-	now := s.now()
+	now := e.at(s.now())
 	for i, a := range ps.algos {
 		p := &ps.policies[i]
 		results = append(results, result(p, a.peek(st.at(i), int64(p.Limit), int64(p.Window), now), now))
@@ -427,7 +446,7 @@ func (s *MemoryStore) Refund(ctx context.Context, key string, set PolicySet, cos
 	}
 	defer e.mu.Unlock()
 	s.refused.forget(h, e)
-	now, t := s.now(), at.UnixNano()
+	now, t := e.at(s.now()), at.UnixNano()
 	for i, a := range ps.algos {
 		p := &ps.policies[i]
 		if t > now-int64(p.Window) && t <= now {
@@ -522,7 +541,7 @@ func (s *MemoryStore) insert(sh *shard, h uint64, key string, ps *policySet) (*e
 	}
 	// Copy, so that the entry does not pin a larger string the key was
 	// cut from (a whole header, say).
-	e := &entry{key: strings.Clone(key), set: ps}
+	e := &entry{key: strings.Clone(key), set: ps, seen: now}
 	e.mu.Lock()
 	st := states{first: &e.first}
 	if n := len(ps.policies); n > 1 {
@@ -596,7 +615,7 @@ func (s *MemoryStore) hash(key string, ps *policySet) uint64 {
 // drop removes e, whose hash is h, from sh. The caller holds sh.mu and
 // e.mu.
 func (s *MemoryStore) drop(sh *shard, h uint64, e *entry) {
-	e.dead = true
+	e.seen = dropped
 	s.refused.forget(h, e)
 	if sh.m[h] == e {
 		delete(sh.m, h)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -436,5 +437,66 @@ func TestMaxKeysFindsTheIdleKey(t *testing.T) {
 		if _, err := s.Take(context.Background(), "new", long, 1); err != nil {
 			t.Fatalf("round %d: a new key beside 15 live ones and an idle one: %v, want it served", round, err)
 		}
+	}
+}
+
+// A request reads the clock before it waits for its entry's lock, so a
+// request that read the clock earlier may get the lock after one that read
+// it later. It is then decided at the later instant, within its own span,
+// so that the entry's instants stay in order.
+func TestReadingsBeforeTheLockStayInOrder(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		now    = fakeclock.Start
+		called = make(chan struct{}, 1)
+		signal bool
+	)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		if signal {
+			signal = false
+			called <- struct{}{}
+		}
+		return now
+	}
+	s := newTestStore(t, WithClock(clock))
+	p := mustSet(t, Policy{Name: "p", Limit: 10, Window: time.Minute})
+	take(t, s, "k", p)
+
+	h := s.hash("k", p.p)
+	e, st := s.lockedEntry(&s.shards[h&s.shardMask], h, "k", p.p)
+	mu.Lock()
+	now, signal = fakeclock.Start.Add(time.Second), true
+	mu.Unlock()
+	type taken struct {
+		res Result
+		err error
+	}
+	done := make(chan taken)
+	go func() {
+		res, err := s.Take(context.Background(), "k", p, 1)
+		done <- taken{res, err}
+	}()
+	<-called // it has read 1s and waits for the lock
+	// Meanwhile a request that read 2s got the lock first.
+	later := fakeclock.Start.Add(2 * time.Second)
+	if res, _ := decide(p.p, st, e.at(later.UnixNano()), 1); !res.At.Equal(later) {
+		t.Fatalf("the request holding the lock: At %v, want %v", res.At, later)
+	}
+	e.mu.Unlock()
+
+	got := <-done
+	if got.err != nil || !got.res.Allowed || !got.res.At.Equal(later) {
+		t.Fatalf("the request that read 1s: %+v, %v; want allowed at 2s", got.res, got.err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var log []time.Duration
+	for i := range int64(st.first.n) {
+		log = append(log, time.Duration(st.first.at(i)-fakeclock.Start.UnixNano()))
+	}
+	if want := []time.Duration{0, 2 * time.Second, 2 * time.Second}; !slices.Equal(log, want) {
+		t.Errorf("instants logged at %v after the start, want %v", log, want)
 	}
 }
