@@ -91,6 +91,26 @@ type verdict struct {
 	reset     int64 // until the quota next grows
 }
 
+// tighter reports whether v binds tighter than w: a refusal before an
+// allowance, then the longer retry; among allowances the fewer remaining,
+// then the longer reset. Tightest orders Results by it.
+func (v *verdict) tighter(w *verdict) bool {
+	switch {
+	case v.ok != w.ok:
+		return !v.ok
+	case !v.ok:
+		return v.retry > w.retry
+	case v.remaining != w.remaining:
+		return v.remaining < w.remaining
+	}
+	return v.reset > w.reset
+}
+
+// verdictOf returns the verdict r reports.
+func verdictOf(r *Result) verdict {
+	return verdict{ok: r.Allowed, remaining: int64(r.Remaining), retry: int64(r.RetryAfter), reset: int64(r.Reset)}
+}
+
 // state is one policy's memory for one key. Its fields are shared by the
 // algorithms so that an entry holds its first state inline, without a
 // separate allocation, in 24 bytes.

@@ -321,12 +321,15 @@ func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 		} else {
 			now = e.at(read)
 		}
-		res, until := decide(ps, st, now, int64(cost))
+		v, i, until := decide(ps, st, now, int64(cost))
 		if until > now {
+			res := result(&ps.policies[i], v, now)
 			s.refused.publish(h, &refusal{e: e, cost: int64(cost), at: now, until: until, res: res})
+			e.mu.Unlock()
+			return res, nil
 		}
 		e.mu.Unlock()
-		return res, nil
+		return result(&ps.policies[i], v, now), nil
 	}
 }
 
@@ -457,40 +460,40 @@ func (s *MemoryStore) Refund(ctx context.Context, key string, set PolicySet, cos
 }
 
 // decide checks every policy of ps, then records in all of them or none,
-// and reports the policy that binds tightest. For a refusal that may be
-// remembered (see refusals.go) it also returns until when; otherwise
-// until is at most now. The caller holds the entry's lock.
-func decide(ps *policySet, st states, now, cost int64) (res Result, until int64) {
-	var worst Result
+// and returns the verdict of the policy that binds tightest, with the
+// policy's index. For a refusal that may be remembered (see refusals.go)
+// it also returns until when; otherwise until is at most now. The caller
+// holds the entry's lock, and makes the Result once it has let go of it:
+// a hot key's lock is held for as little as the decision needs.
+func decide(ps *policySet, st states, now, cost int64) (worst verdict, at int, until int64) {
 	refused := false
 	for i, a := range ps.algos {
 		p := &ps.policies[i]
 		if v := a.decide(st.at(i), int64(p.Limit), int64(p.Window), now, cost); !v.ok {
-			if r := result(p, v, now); !refused || tighter(&r, &worst) {
-				worst = r
+			if !refused || v.tighter(&worst) {
+				worst, at = v, i
 			}
 			refused = true
 		}
 	}
 	if refused {
-		return worst, now + holds(ps, st, now, cost, &worst)
+		return worst, at, now + holds(ps, st, now, cost, &worst)
 	}
 	for i, a := range ps.algos {
 		p := &ps.policies[i]
-		v := a.record(st.at(i), int64(p.Limit), int64(p.Window), now, cost)
-		if r := result(p, v, now); i == 0 || tighter(&r, &worst) {
-			worst = r
+		if v := a.record(st.at(i), int64(p.Limit), int64(p.Window), now, cost); i == 0 || v.tighter(&worst) {
+			worst, at = v, i
 		}
 	}
-	return worst, now
+	return worst, at, now
 }
 
-// holds returns how long the refusal res of cost at now holds as it is,
-// or 0 if it may not be remembered: unless a request of cost 1 is refused
+// holds returns how long the refusal v of cost at now holds as it is, or
+// 0 if it may not be remembered: unless a request of cost 1 is refused
 // too, smaller requests may be counted meanwhile. The policies' states
 // have been brought to now.
-func holds(ps *policySet, st states, now, cost int64, res *Result) int64 {
-	r1 := int64(res.RetryAfter)
+func holds(ps *policySet, st states, now, cost int64, v *verdict) int64 {
+	r1 := v.retry
 	if cost > 1 {
 		r1 = 0
 		for i, a := range ps.algos {
@@ -500,8 +503,8 @@ func holds(ps *policySet, st states, now, cost int64, res *Result) int64 {
 			}
 		}
 	}
-	if reset := int64(res.Reset); reset > 0 {
-		return min(r1, reset)
+	if v.reset > 0 {
+		return min(r1, v.reset)
 	}
 	return r1
 }

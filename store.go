@@ -260,15 +260,8 @@ func Tightest(results []Result) Result {
 
 // tighter reports whether a binds tighter than b, as Tightest orders them.
 func tighter(a, b *Result) bool {
-	switch {
-	case a.Allowed != b.Allowed:
-		return !a.Allowed
-	case !a.Allowed:
-		return a.RetryAfter > b.RetryAfter
-	case a.Remaining != b.Remaining:
-		return a.Remaining < b.Remaining
-	}
-	return a.Reset > b.Reset
+	va, vb := verdictOf(a), verdictOf(b)
+	return va.tighter(&vb)
 }
 
 // Errors a Store may return. The middleware answers a store's errors with
