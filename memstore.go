@@ -190,6 +190,10 @@ const (
 	minSweepLen = 32
 	// evictSample is how many entries a full shard samples for a victim.
 	evictSample = 8
+	// pollLimit is how many times lockPolling tries a held entry lock
+	// before it waits for it: 16, 64 and 256 measured alike at -cpu 2 but
+	// for 16, a little slower.
+	pollLimit = 64
 )
 
 // memoryConfig is what NewMemoryStore and New accept for the memory store.
@@ -350,7 +354,7 @@ func (s *MemoryStore) lockedEntry(sh *shard, h uint64, key string, ps *policySet
 		if e == nil {
 			return nil, states{}
 		}
-		e.mu.Lock()
+		lockPolling(&e.mu)
 		if !e.is(key, ps) {
 			// Another key holds the hash: ours, if any, is beside the map.
 			e.mu.Unlock()
@@ -368,6 +372,21 @@ func (s *MemoryStore) lockedEntry(sh *shard, h uint64, key string, ps *policySet
 		}
 		e.mu.Unlock()
 	}
+}
+
+// lockPolling locks mu, polling it first while it is held. A decision
+// holds its entry's lock for less time than sync.Mutex, finding the lock
+// held, pauses between looks, so requests for one busy key would queue
+// behind one another's pauses; TryLock only reads a held lock, and takes
+// it as soon as it is free. A lock held longer (by a sweep) sends the
+// request on to Lock after pollLimit looks.
+func lockPolling(mu *sync.Mutex) {
+	for range pollLimit {
+		if mu.TryLock() {
+			return
+		}
+	}
+	mu.Lock()
 }
 
 // statesOf returns the states of e, taken to be an entry of ps, without

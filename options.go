@@ -99,8 +99,12 @@ func newPlan(name string, policies []Policy) (*plan, error) {
 
 // index returns the index in p.set of the policy named name.
 func (p *plan) index(name string) int {
-	for i := range p.set.Len() {
-		if p.set.At(i).Name == name {
+	ps := p.set.p.policies
+	if len(ps) == 1 {
+		return 0 // the usual plan: no name to compare
+	}
+	for i := range ps {
+		if ps[i].Name == name {
 			return i
 		}
 	}
