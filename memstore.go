@@ -191,8 +191,8 @@ const (
 	// evictSample is how many entries a full shard samples for a victim.
 	evictSample = 8
 	// pollLimit is how many times lockPolling tries a held entry lock
-	// before it waits for it: 16, 64 and 256 measured alike at -cpu 2 but
-	// for 16, a little slower.
+	// before it waits for it: enough to outlast a decision on another
+	// core, few enough that a lock a sweep holds costs a poller little.
 	pollLimit = 64
 )
 
