@@ -424,7 +424,9 @@ func (s *MemoryStore) Peek(ctx context.Context, key string, set PolicySet) (Resu
 		return Tightest(results), nil
 	}
 	defer e.mu.Unlock()
-	now := e.at(s.now())
+	// Read under the lock, the clock is no earlier than e.seen: no
+	// clamp is needed, and Peek writes nothing.
+	now := s.now()
 	for i, a := range ps.algos {
 		p := &ps.policies[i]
 		results = append(results, result(p, a.peek(st.at(i), int64(p.Limit), int64(p.Window), now), now))
@@ -468,7 +470,7 @@ func (s *MemoryStore) Refund(ctx context.Context, key string, set PolicySet, cos
 	}
 	defer e.mu.Unlock()
 	s.refused.forget(h, e)
-	now, t := e.at(s.now()), at.UnixNano()
+	now, t := s.now(), at.UnixNano() // under the lock: no earlier than e.seen
 	for i, a := range ps.algos {
 		p := &ps.policies[i]
 		if t > now-int64(p.Window) && t <= now {
