@@ -9,20 +9,58 @@ import (
 	"strings"
 )
 
-// An IPOption configures KeyByIP: see TrustProxies, TrustedHops,
-// FromHeader, GroupIPv6 and GroupIPv4. A nil IPOption is a configuration
-// error.
-type IPOption func(*ipConfig)
+// IPConfig configures KeyByIP. The zero IPConfig trusts no proxy: the
+// client is the direct peer, whatever headers it sends.
+type IPConfig struct {
+	// TrustProxies names the proxies in front of the server, as address
+	// ranges (a single address is a /32 or /128 prefix). When the direct
+	// peer is in one of them, KeyByIP reads the forwarding header (Header)
+	// and takes as the client the rightmost address that is not. List
+	// only addresses that belong to your proxies: an address in a trusted
+	// range is skipped over, so a client inside one could name itself
+	// anyone. Prefixes are matched against unmapped addresses, so an
+	// IPv4-mapped IPv6 prefix such as ::ffff:10.0.0.0/104 is taken as
+	// 10.0.0.0/8.
+	TrustProxies []netip.Prefix
+	// TrustedHops says that exactly this many proxies (1 to 64) stand
+	// between clients and the server, whatever their addresses: the direct
+	// peer is the nearest, and the client is the TrustedHops-th address
+	// from the right of the forwarding header. Use it only when the
+	// server cannot be reached except through those proxies (a platform
+	// router whose addresses are not published), since a client that
+	// reaches the server directly is then trusted as a proxy and may name
+	// itself anyone. Prefer TrustProxies; the two cannot be combined.
+	TrustedHops int
+	// Header is the header trusted proxies write the client's address
+	// into (default X-Forwarded-For). "X-Forwarded-For" and "Forwarded"
+	// (RFC 7239, its for= parameters; an element that breaks the RFC's
+	// grammar is garbage and ends the walk) are lists that each proxy
+	// appends to; any other name, such as "X-Real-IP" or
+	// "CF-Connecting-IP", is taken to hold one address that the nearest
+	// proxy sets, replacing whatever the client sent, and only its last
+	// line is read. It is read only when the direct peer is trusted, so a
+	// Header without TrustProxies or TrustedHops is a configuration error.
+	Header string
+	// IPv6Bits groups IPv6 clients by the network of their first IPv6Bits
+	// bits (1 to 128; 0 for 64). One subscriber usually holds a whole
+	// /64, often a /56 or /48, and can rotate addresses within it freely:
+	// grouping by less than that lets one client multiply its quota. 128
+	// counts each address apart.
+	IPv6Bits int
+	// IPv4Bits groups IPv4 clients by the network of their first IPv4Bits
+	// bits (1 to 32; 0 for 32, each address apart), for example 24 to
+	// count a /24 as one client.
+	IPv4Bits int
+}
 
+// ipConfig is an IPConfig as KeyByIP uses it.
 type ipConfig struct {
 	trusted []netip.Prefix // peers and hops in these ranges are proxies
 	hops    int            // or: this many proxies, whatever their address
 	header  string         // canonical name of the forwarding header
 	kind    headerKind
-	fromSet bool // FromHeader was given
-	v6Bits  int  // IPv6 clients are grouped by this prefix length
-	v4Bits  int  // IPv4 clients are grouped by this prefix length
-	errs    []error
+	v6Bits  int // IPv6 clients are grouped by this prefix length
+	v4Bits  int // IPv4 clients are grouped by this prefix length
 }
 
 // headerKind says how a forwarding header lists addresses.
@@ -53,111 +91,13 @@ const (
 	maxElementLen = 512
 )
 
-// TrustProxies names the proxies in front of the server, as address
-// ranges (a single address is a /32 or /128 prefix). When the direct peer
-// is in one of them, KeyByIP reads the forwarding header (FromHeader,
-// default X-Forwarded-For) and takes as the client the rightmost address
-// that is not. List only addresses that belong to your proxies: an address
-// in a trusted range is skipped over, so a client inside one could name
-// itself anyone. Prefixes are matched against unmapped addresses, so an
-// IPv4-mapped IPv6 prefix such as ::ffff:10.0.0.0/104 is taken as
-// 10.0.0.0/8. An invalid prefix is a configuration error.
-func TrustProxies(prefixes ...netip.Prefix) IPOption {
-	return func(c *ipConfig) {
-		for _, p := range prefixes {
-			if !p.IsValid() {
-				c.errs = append(c.errs, fmt.Errorf("ratelimit: TrustProxies: invalid prefix %q", p.String()))
-				continue
-			}
-			if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-				p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-			}
-			c.trusted = append(c.trusted, p.Masked())
-		}
-		if len(prefixes) == 0 {
-			c.errs = append(c.errs, errors.New("ratelimit: TrustProxies: no prefixes"))
-		}
-	}
-}
-
-// TrustedHops says that exactly n proxies (1 to 64) stand between clients
-// and the server, whatever their addresses: the direct peer is the
-// nearest, and the client is the n-th address from the right of the
-// forwarding header. Use it only when the server cannot be reached except
-// through those proxies (a platform router whose addresses are not
-// published), since a client that reaches the server directly is then
-// trusted as a proxy and may name itself anyone. Prefer TrustProxies; the
-// two cannot be combined.
-func TrustedHops(n int) IPOption {
-	return func(c *ipConfig) {
-		if n < 1 || n > maxHops {
-			c.errs = append(c.errs, fmt.Errorf("ratelimit: TrustedHops: %d, want 1 to %d", n, maxHops))
-		}
-		c.hops = n
-	}
-}
-
-// FromHeader selects the header trusted proxies write the client's address
-// into (default X-Forwarded-For). "X-Forwarded-For" and "Forwarded" (RFC
-// 7239, its for= parameters; an element that breaks the RFC's grammar is
-// garbage and ends the walk) are lists that each proxy appends to; any
-// other name, such as "X-Real-IP" or "CF-Connecting-IP", is taken to hold
-// one address that the nearest proxy sets, replacing whatever the client
-// sent, and only its last line is read. The header is read only when the
-// direct peer is trusted, so FromHeader without TrustProxies or
-// TrustedHops is a configuration error, as is an empty name.
-func FromHeader(name string) IPOption {
-	return func(c *ipConfig) {
-		c.fromSet = true
-		if name == "" || strings.ContainsAny(name, " \t\r\n:") {
-			c.errs = append(c.errs, fmt.Errorf("ratelimit: FromHeader: invalid header name %q", name))
-			return
-		}
-		c.header = textproto.CanonicalMIMEHeaderKey(name)
-		switch c.header {
-		case hdrXFF:
-			c.kind = headerXFF
-		case hdrForwarded:
-			c.kind = headerForwarded
-		default:
-			c.kind = headerSingle
-		}
-	}
-}
-
-// GroupIPv6 makes KeyByIP count IPv6 clients by the network of the first
-// bits bits of their address (1 to 128; default 64). One subscriber
-// usually holds a whole /64, often a /56 or /48, and can rotate addresses
-// within it freely: grouping by less than that lets one client multiply
-// its quota. 128 counts each address apart.
-func GroupIPv6(bits int) IPOption {
-	return func(c *ipConfig) {
-		if bits < 1 || bits > 128 {
-			c.errs = append(c.errs, fmt.Errorf("ratelimit: GroupIPv6: %d bits, want 1 to 128", bits))
-		}
-		c.v6Bits = bits
-	}
-}
-
-// GroupIPv4 makes KeyByIP count IPv4 clients by the network of the first
-// bits bits of their address (1 to 32; default 32, each address apart),
-// for example 24 to count a /24 as one client.
-func GroupIPv4(bits int) IPOption {
-	return func(c *ipConfig) {
-		if bits < 1 || bits > 32 {
-			c.errs = append(c.errs, fmt.Errorf("ratelimit: GroupIPv4: %d bits, want 1 to 32", bits))
-		}
-		c.v4Bits = bits
-	}
-}
-
 // KeyByIP keys requests by the client's IP address, as "ip:" followed by
 // the address or, when grouped, its network ("ip:192.0.2.7",
-// "ip:2001:db8:1:2::/64").
+// "ip:2001:db8:1:2::/64"). A request may pass at most one IPConfig.
 //
 // # Trust model
 //
-// With no options the client is the direct peer, r.RemoteAddr, and
+// With no IPConfig the client is the direct peer, r.RemoteAddr, and
 // X-Forwarded-For, Forwarded, X-Real-IP and the like are ignored: any
 // client can write them, so trusting them by default would let anyone pick
 // the address it is counted as, a fresh one per request to dodge the limit
@@ -165,7 +105,7 @@ func GroupIPv4(bits int) IPOption {
 //
 // Behind a load balancer or reverse proxy every request comes from the
 // proxy, so configure it: TrustProxies with the proxies' address ranges
-// (or TrustedHops with their number), and FromHeader if they do not write
+// (or TrustedHops with their number), and Header if they do not write
 // X-Forwarded-For. Then, and only for a request whose direct peer is
 // trusted, KeyByIP walks every line of the header from the right, skips
 // addresses in trusted ranges, and takes the first one that is not as the
@@ -178,14 +118,14 @@ func GroupIPv4(bits int) IPOption {
 // proxy's, shared by all such requests, never a value the client chose.
 //
 // IPv4-mapped IPv6 addresses count as IPv4 and zones are dropped. IPv6
-// clients are grouped by /64 (GroupIPv6), so one subscriber cannot dodge
+// clients are grouped by /64 (IPv6Bits), so one subscriber cannot dodge
 // the limit by rotating addresses within its block. A RemoteAddr that is
 // not an IP address (a Unix socket) is answered 400; the error matches
 // ErrNoKey, so KeyFirst moves on to its next extractor.
 //
-// Invalid options (a prefix that is not valid, bits out of range,
-// FromHeader without a trusted proxy, ...) are reported by New; the
-// KeyFunc itself then answers every request with 500.
+// An invalid IPConfig (a prefix that is not valid, bits out of range, a
+// Header without a trusted proxy, ...) is reported by New; the Keyer
+// itself then answers every request with 500.
 //
 // # Before going live
 //
@@ -203,40 +143,100 @@ func GroupIPv4(bits int) IPOption {
 //     not all counted as the proxy's address (which would mean the peer is
 //     not trusted, or the proxy writes another header).
 //
-// The KeyFunc is safe for simultaneous use. It reads at most 64 entries
-// of a forwarding header and allocates only the key it returns.
-func KeyByIP(opts ...IPOption) KeyFunc {
-	c, err := newIPConfig(opts)
+// The Keyer is safe for simultaneous use. It reads at most 64 entries of
+// a forwarding header and allocates only the key it returns.
+func KeyByIP(config ...IPConfig) Keyer {
+	if len(config) > 1 {
+		return misconfigured{errors.New("ratelimit: KeyByIP: more than one IPConfig")}
+	}
+	var given IPConfig
+	if len(config) == 1 {
+		given = config[0]
+	}
+	c, err := newIPConfig(given)
 	if err != nil {
-		return brokenKeyFunc(err)
+		return misconfigured{err}
 	}
 	bad := noKey(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: no client address"})
-	return func(r *http.Request) (string, error) {
+	return KeyFunc(func(r *http.Request) (string, error) {
 		peer, ok := peerAddr(r.RemoteAddr)
 		if !ok {
 			return "", bad
 		}
 		return c.key(c.client(r, peer)), nil
-	}
+	})
 }
 
-// newIPConfig lays the defaults, applies opts and validates the result.
-func newIPConfig(opts []IPOption) (*ipConfig, error) {
-	c := &ipConfig{header: hdrXFF, kind: headerXFF, v6Bits: 64, v4Bits: 32}
-	for _, o := range opts {
-		if o == nil {
-			c.errs = append(c.errs, errors.New("ratelimit: KeyByIP: nil IPOption"))
+// newIPConfig lays the defaults over g and validates the result.
+func newIPConfig(g IPConfig) (*ipConfig, error) {
+	c := &ipConfig{header: hdrXFF, kind: headerXFF, hops: g.TrustedHops, v6Bits: 64, v4Bits: 32}
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("ratelimit: KeyByIP: "+format, args...))
+	}
+	c.trusted = trustedRanges(g.TrustProxies, fail)
+	if g.TrustedHops < 0 || g.TrustedHops > maxHops {
+		fail("TrustedHops %d, want 1 to %d", g.TrustedHops, maxHops)
+	}
+	if len(g.TrustProxies) > 0 && g.TrustedHops != 0 {
+		fail("TrustProxies and TrustedHops cannot be combined")
+	}
+	if g.Header != "" {
+		if len(g.TrustProxies) == 0 && g.TrustedHops == 0 {
+			fail("a Header without TrustProxies or TrustedHops would never be read")
+		}
+		c.header, c.kind = forwardingHeader(g.Header, fail)
+	}
+	c.v6Bits = groupBits("IPv6Bits", g.IPv6Bits, 128, c.v6Bits, fail)
+	c.v4Bits = groupBits("IPv4Bits", g.IPv4Bits, 32, c.v4Bits, fail)
+	return c, errors.Join(errs...)
+}
+
+// trustedRanges returns the valid prefixes of ps masked, with IPv4-mapped
+// ones unmapped, since KeyByIP matches them against unmapped addresses,
+// and calls fail for each invalid one.
+func trustedRanges(ps []netip.Prefix, fail func(format string, args ...any)) []netip.Prefix {
+	var trusted []netip.Prefix
+	for _, p := range ps {
+		if !p.IsValid() {
+			fail("invalid trusted prefix %q", p.String())
 			continue
 		}
-		o(c)
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		trusted = append(trusted, p.Masked())
 	}
-	if len(c.trusted) > 0 && c.hops > 0 {
-		c.errs = append(c.errs, errors.New("ratelimit: KeyByIP: TrustProxies and TrustedHops cannot be combined"))
+	return trusted
+}
+
+// forwardingHeader returns the canonical form of the header name and how
+// that header lists addresses, and calls fail if name is not a valid
+// header name.
+func forwardingHeader(name string, fail func(format string, args ...any)) (string, headerKind) {
+	if strings.ContainsAny(name, " \t\r\n:") {
+		fail("invalid header name %q", name)
 	}
-	if c.fromSet && len(c.trusted) == 0 && c.hops == 0 {
-		c.errs = append(c.errs, errors.New("ratelimit: KeyByIP: FromHeader without TrustProxies or TrustedHops would never be read"))
+	name = textproto.CanonicalMIMEHeaderKey(name)
+	switch name {
+	case hdrXFF:
+		return name, headerXFF
+	case hdrForwarded:
+		return name, headerForwarded
 	}
-	return c, errors.Join(c.errs...)
+	return name, headerSingle
+}
+
+// groupBits returns bits, the prefix length set in the named field, or
+// def if it is 0, and calls fail if it is outside 1 to maxBits.
+func groupBits(field string, bits, maxBits, def int, fail func(format string, args ...any)) int {
+	if bits == 0 {
+		return def
+	}
+	if bits < 1 || bits > maxBits {
+		fail("%s %d, want 1 to %d", field, bits, maxBits)
+	}
+	return bits
 }
 
 // peerAddr parses an "ip:port" or bare IP address as net/http sets
@@ -264,59 +264,98 @@ func (c *ipConfig) client(r *http.Request, peer netip.Addr) netip.Addr {
 		}
 		return peer
 	}
-	// Walk the entries from the right: the last line's last entry is the
-	// one the nearest proxy added.
-	maxLen := maxEntryLen
-	if c.kind == headerForwarded {
-		maxLen = maxElementLen
-	}
-	seen := 0
-	for i := len(lines) - 1; i >= 0; i-- {
-		line := lines[i]
-		for {
-			if seen == maxHops {
-				return peer
-			}
-			seen++
-			// Look for the comma only as far back as an entry may
-			// reach, so a huge entry costs no more than a short one.
-			tail := line
-			if len(tail) > maxLen+1 {
-				tail = tail[len(tail)-maxLen-1:]
-			}
-			j := strings.LastIndexByte(tail, ',')
-			if j < 0 && len(tail) < len(line) {
-				return peer // an entry longer than any address
-			}
-			if j >= 0 {
-				j += len(line) - len(tail)
-			}
-			entry := line[j+1:]
-			if c.hops > 0 {
-				// Position alone says who wrote the entry: the n-1 to the
-				// right of the client's are the proxies' own.
-				if seen == c.hops {
-					if a, ok := c.parseEntry(entry); ok {
-						return a
-					}
-					return peer
-				}
-			} else {
-				a, ok := c.parseEntry(entry)
-				if !ok {
-					return peer
-				}
-				if !c.isTrusted(a) {
-					return a
-				}
-			}
-			if j < 0 {
-				break
-			}
-			line = line[:j]
-		}
+	if a, ok := c.walk(lines); ok {
+		return a
 	}
 	return peer
+}
+
+// walk returns the client named in the lines of a list header, or false
+// when the walk ends without one (garbage, too many entries, or only
+// proxies): the caller then keys by the peer, never by what the client
+// wrote.
+func (c *ipConfig) walk(lines []string) (netip.Addr, bool) {
+	w := entryWalk{lines: lines, maxLen: maxEntryLen}
+	if c.kind == headerForwarded {
+		w.maxLen = maxElementLen
+	}
+	for {
+		entry, ok := w.next()
+		if !ok {
+			return netip.Addr{}, false
+		}
+		if c.hops > 0 {
+			// Position alone says who wrote the entry: the hops-1 to
+			// the right of the client's are the proxies' own.
+			if w.seen < c.hops {
+				continue
+			}
+			return c.parseEntry(entry)
+		}
+		// An address in a trusted range is a proxy's: the client is
+		// further left.
+		a, ok := c.parseEntry(entry)
+		if !ok || !c.isTrusted(a) {
+			return a, ok
+		}
+	}
+}
+
+// entryWalk yields the entries of a list header from the right: the last
+// line's last entry is the one the nearest proxy added. Its zero value
+// with lines and maxLen set is ready to use.
+type entryWalk struct {
+	lines  []string // lines not yet started; the last one is next
+	rest   string   // what is left of the current line
+	inLine bool     // rest holds at least one more entry, if only ""
+	maxLen int      // the longest entry worth reading
+	seen   int      // entries yielded so far
+}
+
+// next returns the next entry to the left, or false when there is none
+// or the walk must stop: after maxHops entries, which bounds the work of
+// a hostile header whatever its length or number of lines, or at an entry
+// longer than maxLen.
+func (w *entryWalk) next() (string, bool) {
+	if !w.inLine {
+		if len(w.lines) == 0 {
+			return "", false
+		}
+		last := len(w.lines) - 1
+		w.rest, w.lines, w.inLine = w.lines[last], w.lines[:last], true
+	}
+	if w.seen == maxHops {
+		return "", false
+	}
+	w.seen++
+	j, ok := lastComma(w.rest, w.maxLen)
+	if !ok {
+		return "", false
+	}
+	entry := w.rest[j+1:]
+	if j < 0 {
+		w.inLine = false
+	} else {
+		w.rest = w.rest[:j]
+	}
+	return entry, true
+}
+
+// lastComma returns the index of the last comma of line, or -1 if it has
+// none. It looks for the comma only among the last maxLen+1 bytes, so that
+// a huge entry costs no more than a short one, and reports false when
+// there is none there but the line goes on further left: an entry longer
+// than any the header may hold.
+func lastComma(line string, maxLen int) (int, bool) {
+	tail := line
+	if len(tail) > maxLen+1 {
+		tail = tail[len(tail)-maxLen-1:]
+	}
+	j := strings.LastIndexByte(tail, ',')
+	if j < 0 {
+		return -1, len(tail) == len(line)
+	}
+	return j + len(line) - len(tail), true
 }
 
 // isTrusted reports whether a is in a trusted range.
@@ -351,22 +390,28 @@ func parseNode(s string) (netip.Addr, bool) {
 	switch {
 	case s[0] == '[':
 		end := strings.IndexByte(s, ']')
-		if end < 0 || !optionalPort(s[end+1:]) {
+		if end < 0 || !optionalPort(s[end+1:]) || !addrBytes(s[1:end]) {
 			return netip.Addr{}, false
 		}
 		if a, err = netip.ParseAddr(s[1:end]); err != nil || !a.Is6() {
 			return netip.Addr{}, false
 		}
 	default:
-		if a, err = netip.ParseAddr(s); err != nil {
-			// An IPv4 address with a port: exactly one colon.
-			i := strings.IndexByte(s, ':')
-			if i < 0 || !optionalPort(s[i:]) {
+		// A failed netip.ParseAddr allocates its error: parse only what
+		// may be an address, and split an IPv4 address from its port
+		// (exactly one colon; an IPv6 address has two or more) first.
+		if !addrBytes(s) {
+			return netip.Addr{}, false
+		}
+		if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 {
+			if !optionalPort(s[i:]) {
 				return netip.Addr{}, false
 			}
 			if a, err = netip.ParseAddr(s[:i]); err != nil || !a.Is4() {
 				return netip.Addr{}, false
 			}
+		} else if a, err = netip.ParseAddr(s); err != nil {
+			return netip.Addr{}, false
 		}
 	}
 	a = a.Unmap().WithZone("")
@@ -374,6 +419,21 @@ func parseNode(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a, true
+}
+
+// addrBytes reports whether s, up to a zone's "%", holds only the bytes
+// of IP addresses and ports: hex digits, '.' and ':'.
+func addrBytes(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '%':
+			return true
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F', c == '.', c == ':':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // optionalPort reports whether s is empty or ":" and a port number.
@@ -407,54 +467,72 @@ func parseForwardedElement(s string) (netip.Addr, bool) {
 	if len(s) > maxElementLen {
 		return netip.Addr{}, false
 	}
-	var val string
-	found, quoted := false, false
-	for {
-		s = trimOWS(s)
-		if s == "" {
-			break
-		}
-		if s[0] == ';' {
-			s = s[1:]
-			continue
-		}
-		n := tokenLen(s)
-		if n == 0 || n == len(s) || s[n] != '=' {
-			return netip.Addr{}, false
-		}
-		name := s[:n]
-		s = s[n+1:]
-		q := s != "" && s[0] == '"'
-		if q {
-			n = quotedLen(s)
-		} else {
-			n = bareValueLen(s)
-		}
-		if n == 0 {
-			return netip.Addr{}, false
-		}
-		v := s[:n]
-		s = trimOWS(s[n:])
-		if s != "" && s[0] != ';' {
-			return netip.Addr{}, false
-		}
-		if strings.EqualFold(name, "for") {
-			if found {
-				return netip.Addr{}, false
-			}
-			val, found, quoted = v, true, q
-		}
-	}
-	if !found {
+	val, ok := forwardedFor(s)
+	if !ok {
 		return netip.Addr{}, false
 	}
-	if quoted {
+	if val[0] == '"' {
 		val = val[1 : len(val)-1]
 		if strings.ContainsAny(val, "\\ \t") {
 			return netip.Addr{}, false
 		}
 	}
 	return parseNode(val)
+}
+
+// forwardedFor returns the value of the one for= pair of an element as
+// written, quotes included, or false if the element breaks the grammar or
+// has no for= pair or two. Every pair is checked, not just up to for=, so
+// that an element is read only if all of it is well formed.
+func forwardedFor(s string) (string, bool) {
+	var val string
+	found := false
+	for {
+		s = trimOWS(s)
+		if s == "" {
+			return val, found
+		}
+		if s[0] == ';' {
+			s = s[1:]
+			continue
+		}
+		name, v, rest, ok := cutPair(s)
+		if !ok {
+			return "", false
+		}
+		if strings.EqualFold(name, "for") {
+			if found {
+				return "", false
+			}
+			val, found = v, true
+		}
+		s = rest
+	}
+}
+
+// cutPair cuts the name=value pair that starts s from the rest of the
+// element, which is empty or starts with the ';' before the next pair. A
+// value is never empty, and starts with a quote only if it is a
+// quoted-string.
+func cutPair(s string) (name, value, rest string, ok bool) {
+	n := tokenLen(s)
+	if n == 0 || n == len(s) || s[n] != '=' {
+		return "", "", "", false
+	}
+	name, s = s[:n], s[n+1:]
+	if s != "" && s[0] == '"' {
+		n = quotedLen(s)
+	} else {
+		n = bareValueLen(s)
+	}
+	if n == 0 {
+		return "", "", "", false
+	}
+	value, rest = s[:n], trimOWS(s[n:])
+	if rest != "" && rest[0] != ';' {
+		return "", "", "", false
+	}
+	return name, value, rest, true
 }
 
 // tokenLen returns the length of the RFC 9110 token that starts s.

@@ -1,7 +1,6 @@
 package ratelimit_test
 
 import (
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -9,17 +8,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/slidelog/ratelimit"
 )
 
+// keysProxies are the ranges of the proxies in front of the server in
+// these tests; keysTrusted is the IPConfig that trusts them.
 var (
-	proxyNet   = netip.MustParsePrefix("10.0.0.0/8")
-	proxyNet6  = netip.MustParsePrefix("2001:db8:ffff::/48")
-	trustProxy = ratelimit.TrustProxies(proxyNet, proxyNet6)
+	keysProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}
+	keysTrusted = ratelimit.IPConfig{TrustProxies: keysProxies}
 )
 
-// ipRequest returns a request from remote with the given header lines.
-func ipRequest(remote string, hdr map[string][]string) *http.Request {
+// keysTrustedWith returns keysTrusted reading header.
+func keysTrustedWith(header string) ratelimit.IPConfig {
+	c := keysTrusted
+	c.Header = header
+	return c
+}
+
+// keysIPRequest returns a request from remote with the given header lines.
+func keysIPRequest(remote string, hdr map[string][]string) *http.Request {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = remote
 	for k, vs := range hdr {
@@ -39,234 +49,298 @@ func TestKeyByIP(t *testing.T) {
 	for range 64 {
 		sixtyFourProxies = append(sixtyFourProxies, "10.0.0.9")
 	}
+	none := []ratelimit.IPConfig(nil)
+	one := func(c ratelimit.IPConfig) []ratelimit.IPConfig { return []ratelimit.IPConfig{c} }
+	trusted := one(keysTrusted)
+	forwarded := one(keysTrustedWith("Forwarded"))
+	hops := func(n int) []ratelimit.IPConfig { return one(ratelimit.IPConfig{TrustedHops: n}) }
 
 	tests := []struct {
 		name   string
-		opts   []ratelimit.IPOption
+		config []ratelimit.IPConfig
 		remote string
 		hdr    map[string][]string
 		want   string
 	}{
-		// No options: the peer, whatever the headers say.
-		{"peer v4", nil, "203.0.113.7:1234", nil, "ip:203.0.113.7"},
-		{"default ignores X-Forwarded-For", nil, "203.0.113.7:1234", xff("198.51.100.1"), "ip:203.0.113.7"},
-		{"default ignores Forwarded", nil, "203.0.113.7:1234", fwd("for=198.51.100.1"), "ip:203.0.113.7"},
-		{"default ignores X-Real-IP", nil, "203.0.113.7:1234", real("198.51.100.1"), "ip:203.0.113.7"},
-		{"default ignores them from a private peer too", nil, "10.0.0.1:1", xff("198.51.100.1"), "ip:10.0.0.1"},
-		{"peer v6 grouped by /64", nil, "[2001:db8:1:2:3:4:5:6]:80", nil, "ip:2001:db8:1:2::/64"},
-		{"peer v4-mapped counts as v4", nil, "[::ffff:192.0.2.1]:80", nil, "ip:192.0.2.1"},
-		{"peer zone dropped", nil, "[fe80::1%eth0]:80", nil, "ip:fe80::/64"},
-		{"peer without port", nil, "192.0.2.1", nil, "ip:192.0.2.1"},
-		{"GroupIPv6(128)", []ratelimit.IPOption{ratelimit.GroupIPv6(128)}, "[2001:db8:1:2:3:4:5:6]:80", nil, "ip:2001:db8:1:2:3:4:5:6"},
-		{"GroupIPv6(48)", []ratelimit.IPOption{ratelimit.GroupIPv6(48)}, "[2001:db8:1:2:3:4:5:6]:80", nil, "ip:2001:db8:1::/48"},
-		{"GroupIPv4(24)", []ratelimit.IPOption{ratelimit.GroupIPv4(24)}, "192.0.2.77:80", nil, "ip:192.0.2.0/24"},
-		{"GroupIPv4 leaves v6 at /64", []ratelimit.IPOption{ratelimit.GroupIPv4(24)}, "[2001:db8::1]:80", nil, "ip:2001:db8::/64"},
+		// No IPConfig: the peer, whatever the headers say.
+		{"peer v4", none, "203.0.113.7:1234", nil, "ip:203.0.113.7"},
+		{"default ignores X-Forwarded-For", none, "203.0.113.7:1234", xff("198.51.100.1"), "ip:203.0.113.7"},
+		{"default ignores Forwarded", none, "203.0.113.7:1234", fwd("for=198.51.100.1"), "ip:203.0.113.7"},
+		{"default ignores X-Real-IP", none, "203.0.113.7:1234", real("198.51.100.1"), "ip:203.0.113.7"},
+		{"default ignores them from a private peer too", none, "10.0.0.1:1", xff("198.51.100.1"), "ip:10.0.0.1"},
+		{"zero IPConfig is the default", one(ratelimit.IPConfig{}), "10.0.0.1:1", xff("198.51.100.1"), "ip:10.0.0.1"},
+		{"empty TrustProxies trusts none", one(ratelimit.IPConfig{TrustProxies: []netip.Prefix{}}), "10.0.0.1:1", xff("198.51.100.1"), "ip:10.0.0.1"},
+		{"peer v6 grouped by /64", none, "[2001:db8:1:2:3:4:5:6]:80", nil, "ip:2001:db8:1:2::/64"},
+		{"peer v4-mapped counts as v4", none, "[::ffff:192.0.2.1]:80", nil, "ip:192.0.2.1"},
+		{"peer zone dropped", none, "[fe80::1%eth0]:80", nil, "ip:fe80::/64"},
+		{"peer without port", none, "192.0.2.1", nil, "ip:192.0.2.1"},
+		{"peer v6 without port", none, "2001:db8:1:2::1", nil, "ip:2001:db8:1:2::/64"},
+		{"IPv6Bits 128", one(ratelimit.IPConfig{IPv6Bits: 128}), "[2001:db8:1:2:3:4:5:6]:80", nil, "ip:2001:db8:1:2:3:4:5:6"},
+		{"IPv6Bits 48", one(ratelimit.IPConfig{IPv6Bits: 48}), "[2001:db8:1:2:3:4:5:6]:80", nil, "ip:2001:db8:1::/48"},
+		{"IPv6Bits 1", one(ratelimit.IPConfig{IPv6Bits: 1}), "[2001:db8:1:2:3:4:5:6]:80", nil, "ip:::/1"},
+		{"IPv6Bits leaves v4 apart", one(ratelimit.IPConfig{IPv6Bits: 48}), "192.0.2.77:80", nil, "ip:192.0.2.77"},
+		{"IPv4Bits 24", one(ratelimit.IPConfig{IPv4Bits: 24}), "192.0.2.77:80", nil, "ip:192.0.2.0/24"},
+		{"IPv4Bits 32", one(ratelimit.IPConfig{IPv4Bits: 32}), "192.0.2.77:80", nil, "ip:192.0.2.77"},
+		{"IPv4Bits groups v4-mapped", one(ratelimit.IPConfig{IPv4Bits: 24}), "[::ffff:192.0.2.77]:80", nil, "ip:192.0.2.0/24"},
+		{"IPv4Bits leaves v6 at /64", one(ratelimit.IPConfig{IPv4Bits: 24}), "[2001:db8::1]:80", nil, "ip:2001:db8::/64"},
 
 		// Behind trusted proxies.
-		{"trusted peer, no header", []ratelimit.IPOption{trustProxy}, proxy, nil, "ip:10.0.0.1"},
-		{"trusted peer, one client", []ratelimit.IPOption{trustProxy}, proxy, xff("198.51.100.1"), "ip:198.51.100.1"},
-		{"spoofed leftmost", []ratelimit.IPOption{trustProxy}, proxy, xff("6.6.6.6, 198.51.100.1"), "ip:198.51.100.1"},
-		{"proxies skipped", []ratelimit.IPOption{trustProxy}, proxy, xff("6.6.6.6, 198.51.100.1, 10.1.1.1, 10.2.2.2"), "ip:198.51.100.1"},
-		{"several lines, last holds the client", []ratelimit.IPOption{trustProxy}, proxy, xff("6.6.6.6", "198.51.100.1, 10.0.0.2"), "ip:198.51.100.1"},
-		{"several lines, client in an earlier one", []ratelimit.IPOption{trustProxy}, proxy, xff("6.6.6.6, 198.51.100.1", "10.0.0.3", "10.0.0.2"), "ip:198.51.100.1"},
-		{"peer not trusted", []ratelimit.IPOption{trustProxy}, "203.0.113.7:1", xff("198.51.100.1"), "ip:203.0.113.7"},
-		{"garbage mid-chain stops the walk", []ratelimit.IPOption{trustProxy}, proxy, xff("6.6.6.6, bogus, 10.0.0.2"), "ip:10.0.0.1"},
-		{"garbage left of the client is never reached", []ratelimit.IPOption{trustProxy}, proxy, xff("bogus, 198.51.100.1, 10.0.0.2"), "ip:198.51.100.1"},
-		{"empty entry stops the walk", []ratelimit.IPOption{trustProxy}, proxy, xff("6.6.6.6, , 10.0.0.2"), "ip:10.0.0.1"},
-		{"empty header", []ratelimit.IPOption{trustProxy}, proxy, xff(""), "ip:10.0.0.1"},
-		{"only proxies", []ratelimit.IPOption{trustProxy}, proxy, xff("10.0.0.3, 10.0.0.2"), "ip:10.0.0.1"},
-		{"v4-mapped entry", []ratelimit.IPOption{trustProxy}, proxy, xff("::ffff:198.51.100.1"), "ip:198.51.100.1"},
-		{"v4-mapped trusted entry is skipped", []ratelimit.IPOption{trustProxy}, proxy, xff("198.51.100.1, ::ffff:10.0.0.2"), "ip:198.51.100.1"},
-		{"zone in entry", []ratelimit.IPOption{trustProxy}, proxy, xff("fe80::1%eth0"), "ip:fe80::/64"},
-		{"v6 entry grouped", []ratelimit.IPOption{trustProxy}, proxy, xff("2001:db8:1:2::99"), "ip:2001:db8:1:2::/64"},
-		{"v4 entry with port", []ratelimit.IPOption{trustProxy}, proxy, xff("198.51.100.1:4711"), "ip:198.51.100.1"},
-		{"v6 entry with port", []ratelimit.IPOption{trustProxy}, proxy, xff("[2001:db8:1:2::99]:4711"), "ip:2001:db8:1:2::/64"},
-		{"bracketed v4 is garbage", []ratelimit.IPOption{trustProxy}, proxy, xff("[198.51.100.1]"), "ip:10.0.0.1"},
-		{"bad port is garbage", []ratelimit.IPOption{trustProxy}, proxy, xff("198.51.100.1:99999"), "ip:10.0.0.1"},
-		{"unspecified is garbage", []ratelimit.IPOption{trustProxy}, proxy, xff("0.0.0.0"), "ip:10.0.0.1"},
-		{"oversized entry stops", []ratelimit.IPOption{trustProxy}, proxy, xff("198.51.100.1, " + strings.Repeat(" ", 100) + "10.0.0.2"), "ip:10.0.0.1"},
-		{"hostname is garbage", []ratelimit.IPOption{trustProxy}, proxy, xff("example.com"), "ip:10.0.0.1"},
-		{"tabs and spaces trimmed", []ratelimit.IPOption{trustProxy}, proxy, xff("\t198.51.100.1 \t,10.0.0.2 "), "ip:198.51.100.1"},
-		{"trusted v6 proxy peer", []ratelimit.IPOption{trustProxy}, "[2001:db8:ffff::1]:443", xff("198.51.100.1"), "ip:198.51.100.1"},
-		{"trusted v4-mapped proxy peer", []ratelimit.IPOption{trustProxy}, "[::ffff:10.0.0.1]:443", xff("198.51.100.1"), "ip:198.51.100.1"},
-		{"mapped trusted prefix", []ratelimit.IPOption{ratelimit.TrustProxies(netip.MustParsePrefix("::ffff:10.0.0.0/104"))}, proxy, xff("198.51.100.1, 10.0.0.2"), "ip:198.51.100.1"},
-		{"unmasked trusted prefix", []ratelimit.IPOption{ratelimit.TrustProxies(netip.MustParsePrefix("10.1.2.3/8"))}, proxy, xff("198.51.100.1"), "ip:198.51.100.1"},
-		{"64 proxies: client beyond the cap", []ratelimit.IPOption{trustProxy}, proxy, xff(append([]string{"198.51.100.1"}, sixtyFourProxies...)...), "ip:10.0.0.1"},
-		{"63 proxies: client within the cap", []ratelimit.IPOption{trustProxy}, proxy, xff(append([]string{"198.51.100.1"}, sixtyFourProxies[1:]...)...), "ip:198.51.100.1"},
-		{"victim named by the attacker", []ratelimit.IPOption{trustProxy}, proxy, xff("198.51.100.9, 203.0.113.66"), "ip:203.0.113.66"},
-		{"Forwarded ignored when reading X-Forwarded-For", []ratelimit.IPOption{trustProxy}, proxy, fwd("for=198.51.100.1"), "ip:10.0.0.1"},
+		{"trusted peer, no header", trusted, proxy, nil, "ip:10.0.0.1"},
+		{"trusted peer, one client", trusted, proxy, xff("198.51.100.1"), "ip:198.51.100.1"},
+		{"spoofed leftmost", trusted, proxy, xff("6.6.6.6, 198.51.100.1"), "ip:198.51.100.1"},
+		{"proxies skipped", trusted, proxy, xff("6.6.6.6, 198.51.100.1, 10.1.1.1, 10.2.2.2"), "ip:198.51.100.1"},
+		{"several lines, last holds the client", trusted, proxy, xff("6.6.6.6", "198.51.100.1, 10.0.0.2"), "ip:198.51.100.1"},
+		{"several lines, client in an earlier one", trusted, proxy, xff("6.6.6.6, 198.51.100.1", "10.0.0.3", "10.0.0.2"), "ip:198.51.100.1"},
+		{"peer not trusted", trusted, "203.0.113.7:1", xff("198.51.100.1"), "ip:203.0.113.7"},
+		{"garbage mid-chain stops the walk", trusted, proxy, xff("6.6.6.6, bogus, 10.0.0.2"), "ip:10.0.0.1"},
+		{"garbage left of the client is never reached", trusted, proxy, xff("bogus, 198.51.100.1, 10.0.0.2"), "ip:198.51.100.1"},
+		{"unknown stops the walk", trusted, proxy, xff("6.6.6.6, unknown"), "ip:10.0.0.1"},
+		{"empty entry stops the walk", trusted, proxy, xff("6.6.6.6, , 10.0.0.2"), "ip:10.0.0.1"},
+		{"empty header", trusted, proxy, xff(""), "ip:10.0.0.1"},
+		{"only proxies", trusted, proxy, xff("10.0.0.3, 10.0.0.2"), "ip:10.0.0.1"},
+		{"v4-mapped entry", trusted, proxy, xff("::ffff:198.51.100.1"), "ip:198.51.100.1"},
+		{"v4-mapped trusted entry is skipped", trusted, proxy, xff("198.51.100.1, ::ffff:10.0.0.2"), "ip:198.51.100.1"},
+		{"zone in entry", trusted, proxy, xff("fe80::1%eth0"), "ip:fe80::/64"},
+		{"v6 entry grouped", trusted, proxy, xff("2001:db8:1:2::99"), "ip:2001:db8:1:2::/64"},
+		{"v4 entry with port", trusted, proxy, xff("198.51.100.1:4711"), "ip:198.51.100.1"},
+		{"v6 entry with port", trusted, proxy, xff("[2001:db8:1:2::99]:4711"), "ip:2001:db8:1:2::/64"},
+		{"bracketed v4 is garbage", trusted, proxy, xff("[198.51.100.1]"), "ip:10.0.0.1"},
+		{"bad port is garbage", trusted, proxy, xff("198.51.100.1:99999"), "ip:10.0.0.1"},
+		{"unspecified is garbage", trusted, proxy, xff("0.0.0.0"), "ip:10.0.0.1"},
+		{"oversized entry stops", trusted, proxy, xff("198.51.100.1, " + strings.Repeat(" ", 100) + "10.0.0.2"), "ip:10.0.0.1"},
+		{"hostname is garbage", trusted, proxy, xff("example.com"), "ip:10.0.0.1"},
+		{"tabs and spaces trimmed", trusted, proxy, xff("\t198.51.100.1 \t,10.0.0.2 "), "ip:198.51.100.1"},
+		{"trusted v6 proxy peer", trusted, "[2001:db8:ffff::1]:443", xff("198.51.100.1"), "ip:198.51.100.1"},
+		{"trusted v4-mapped proxy peer", trusted, "[::ffff:10.0.0.1]:443", xff("198.51.100.1"), "ip:198.51.100.1"},
+		{"trusted v6 proxy entry skipped", trusted, proxy, xff("198.51.100.1, 2001:db8:ffff::7"), "ip:198.51.100.1"},
+		{"mapped trusted prefix", one(ratelimit.IPConfig{TrustProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.0/104")}}), proxy, xff("198.51.100.1, 10.0.0.2"), "ip:198.51.100.1"},
+		{"unmasked trusted prefix", one(ratelimit.IPConfig{TrustProxies: []netip.Prefix{netip.MustParsePrefix("10.1.2.3/8")}}), proxy, xff("198.51.100.1"), "ip:198.51.100.1"},
+		{"single address trusted", one(ratelimit.IPConfig{TrustProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}}), proxy, xff("198.51.100.1, 10.0.0.2"), "ip:10.0.0.2"},
+		{"64 proxies: client beyond the cap", trusted, proxy, xff(append([]string{"198.51.100.1"}, sixtyFourProxies...)...), "ip:10.0.0.1"},
+		{"63 proxies: client within the cap", trusted, proxy, xff(append([]string{"198.51.100.1"}, sixtyFourProxies[1:]...)...), "ip:198.51.100.1"},
+		{"64 proxies on one line", trusted, proxy, xff("198.51.100.1," + strings.Join(sixtyFourProxies, ",")), "ip:10.0.0.1"},
+		{"63 proxies on one line", trusted, proxy, xff("198.51.100.1," + strings.Join(sixtyFourProxies[1:], ",")), "ip:198.51.100.1"},
+		{"victim named by the attacker", trusted, proxy, xff("198.51.100.9, 203.0.113.66"), "ip:203.0.113.66"},
+		{"Forwarded ignored when reading X-Forwarded-For", trusted, proxy, fwd("for=198.51.100.1"), "ip:10.0.0.1"},
+		{"IPv6Bits behind a proxy", one(ratelimit.IPConfig{TrustProxies: keysProxies, IPv6Bits: 56}), proxy, xff("2001:db8:1:2ff::1"), "ip:2001:db8:1:200::/56"},
+		{"IPv4Bits behind a proxy", one(ratelimit.IPConfig{TrustProxies: keysProxies, IPv4Bits: 16}), proxy, xff("198.51.100.1"), "ip:198.51.0.0/16"},
 
 		// RFC 7239 Forwarded.
-		{"Forwarded", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("Forwarded")}, proxy,
-			fwd("for=6.6.6.6, for=198.51.100.1;proto=https;by=10.0.0.1"), "ip:198.51.100.1"},
-		{"Forwarded RFC example", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("forwarded")}, proxy,
+		{"Forwarded", forwarded, proxy, fwd("for=6.6.6.6, for=198.51.100.1;proto=https;by=10.0.0.1"), "ip:198.51.100.1"},
+		{"Forwarded RFC example", one(keysTrustedWith("forwarded")), proxy,
 			fwd(`for=192.0.2.60;proto=http;by=203.0.113.43, for="[2001:db8:cafe::17]:4711"`), "ip:2001:db8:cafe::/64"},
-		{"Forwarded skips trusted", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("Forwarded")}, proxy,
-			fwd(`For="198.51.100.1:80"`, "for=10.0.0.5;proto=https"), "ip:198.51.100.1"},
-		{"Forwarded long element", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("Forwarded")}, proxy,
-			fwd("for=198.51.100.1;host=" + strings.Repeat("h", 300) + ".example;proto=https"), "ip:198.51.100.1"},
-		{"Forwarded oversized element stops", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("Forwarded")}, proxy,
-			fwd("for=198.51.100.1;host=" + strings.Repeat("h", 600)), "ip:10.0.0.1"},
-		{"Forwarded unknown stops", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("Forwarded")}, proxy,
-			fwd("for=6.6.6.6, for=unknown"), "ip:10.0.0.1"},
-		{"Forwarded obfuscated stops", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("Forwarded")}, proxy,
-			fwd("for=6.6.6.6, for=_hidden"), "ip:10.0.0.1"},
-		{"Forwarded element without for stops", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("Forwarded")}, proxy,
-			fwd("for=6.6.6.6, proto=https"), "ip:10.0.0.1"},
-		{"Forwarded twice for= stops", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("Forwarded")}, proxy,
-			fwd("for=6.6.6.6;for=198.51.100.1"), "ip:10.0.0.1"},
-		{"Forwarded quoted comma is garbage", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("Forwarded")}, proxy,
-			fwd(`for="6.6.6.6, for=198.51.100.1"`), "ip:10.0.0.1"},
+		{"Forwarded skips trusted", forwarded, proxy, fwd(`For="198.51.100.1:80"`, "for=10.0.0.5;proto=https"), "ip:198.51.100.1"},
+		{"Forwarded unquoted v6", forwarded, proxy, fwd("for=[2001:db8:cafe::17]:4711"), "ip:2001:db8:cafe::/64"},
+		{"Forwarded empty pairs", forwarded, proxy, fwd(";;for=198.51.100.1;"), "ip:198.51.100.1"},
+		{"Forwarded long element", forwarded, proxy, fwd("for=198.51.100.1;host=" + strings.Repeat("h", 300) + ".example;proto=https"), "ip:198.51.100.1"},
+		{"Forwarded oversized element stops", forwarded, proxy, fwd("for=198.51.100.1;host=" + strings.Repeat("h", 600)), "ip:10.0.0.1"},
+		{"Forwarded unknown stops", forwarded, proxy, fwd("for=6.6.6.6, for=unknown"), "ip:10.0.0.1"},
+		{"Forwarded obfuscated stops", forwarded, proxy, fwd("for=6.6.6.6, for=_hidden"), "ip:10.0.0.1"},
+		{"Forwarded element without for stops", forwarded, proxy, fwd("for=6.6.6.6, proto=https"), "ip:10.0.0.1"},
+		{"Forwarded twice for= stops", forwarded, proxy, fwd("for=6.6.6.6;for=198.51.100.1"), "ip:10.0.0.1"},
+		{"Forwarded quoted comma is garbage", forwarded, proxy, fwd(`for="6.6.6.6, for=198.51.100.1"`), "ip:10.0.0.1"},
+		{"Forwarded escape in for is garbage", forwarded, proxy, fwd(`for="198.51.100.1\:80"`), "ip:10.0.0.1"},
+		{"Forwarded space around = is garbage", forwarded, proxy, fwd("for = 198.51.100.1"), "ip:10.0.0.1"},
+		{"Forwarded stray quote is garbage", forwarded, proxy, fwd(`for=198.51.100.1;proto=h"ttp`), "ip:10.0.0.1"},
+		{"Forwarded 64 elements: beyond the cap", forwarded, proxy, fwd("for=198.51.100.1," + strings.Repeat("for=10.0.0.9,", 63) + "for=10.0.0.9"), "ip:10.0.0.1"},
+		{"Forwarded 63 elements: within the cap", forwarded, proxy, fwd("for=198.51.100.1," + strings.Repeat("for=10.0.0.9,", 62) + "for=10.0.0.9"), "ip:198.51.100.1"},
+		{"X-Forwarded-For ignored when reading Forwarded", forwarded, proxy, xff("198.51.100.1"), "ip:10.0.0.1"},
 
 		// A single-address header set by the proxy.
-		{"X-Real-IP", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("X-Real-IP")}, proxy, real("198.51.100.1"), "ip:198.51.100.1"},
-		{"X-Real-IP last line", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("x-real-ip")}, proxy, real("6.6.6.6", "198.51.100.1"), "ip:198.51.100.1"},
-		{"X-Real-IP list is garbage", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("X-Real-IP")}, proxy, real("6.6.6.6, 198.51.100.1"), "ip:10.0.0.1"},
-		{"X-Real-IP from untrusted peer", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("X-Real-IP")}, "203.0.113.7:1", real("198.51.100.1"), "ip:203.0.113.7"},
-		{"X-Real-IP ignores X-Forwarded-For", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("X-Real-IP")}, proxy, xff("198.51.100.1"), "ip:10.0.0.1"},
-		{"CF-Connecting-IP v6", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("CF-Connecting-IP")}, proxy,
+		{"X-Real-IP", one(keysTrustedWith("X-Real-IP")), proxy, real("198.51.100.1"), "ip:198.51.100.1"},
+		{"X-Real-IP last line", one(keysTrustedWith("x-real-ip")), proxy, real("6.6.6.6", "198.51.100.1"), "ip:198.51.100.1"},
+		{"X-Real-IP list is garbage", one(keysTrustedWith("X-Real-IP")), proxy, real("6.6.6.6, 198.51.100.1"), "ip:10.0.0.1"},
+		{"X-Real-IP with port", one(keysTrustedWith("X-Real-IP")), proxy, real("198.51.100.1:4711"), "ip:198.51.100.1"},
+		{"X-Real-IP trusted address kept", one(keysTrustedWith("X-Real-IP")), proxy, real("10.9.9.9"), "ip:10.9.9.9"},
+		{"X-Real-IP from untrusted peer", one(keysTrustedWith("X-Real-IP")), "203.0.113.7:1", real("198.51.100.1"), "ip:203.0.113.7"},
+		{"X-Real-IP ignores X-Forwarded-For", one(keysTrustedWith("X-Real-IP")), proxy, xff("198.51.100.1"), "ip:10.0.0.1"},
+		{"CF-Connecting-IP v6", one(keysTrustedWith("CF-Connecting-IP")), proxy,
 			map[string][]string{"Cf-Connecting-Ip": {"2001:db8:1:2::5"}}, "ip:2001:db8:1:2::/64"},
 
 		// A count of proxies.
-		{"TrustedHops(1)", []ratelimit.IPOption{ratelimit.TrustedHops(1)}, "203.0.113.7:1", xff("6.6.6.6, 198.51.100.1"), "ip:198.51.100.1"},
-		{"TrustedHops(2)", []ratelimit.IPOption{ratelimit.TrustedHops(2)}, "203.0.113.7:1", xff("6.6.6.6, 198.51.100.1, 192.0.2.200"), "ip:198.51.100.1"},
-		{"TrustedHops(2) across lines", []ratelimit.IPOption{ratelimit.TrustedHops(2)}, "203.0.113.7:1", xff("6.6.6.6, 198.51.100.1", "192.0.2.200"), "ip:198.51.100.1"},
-		{"TrustedHops(2), too few entries", []ratelimit.IPOption{ratelimit.TrustedHops(2)}, "203.0.113.7:1", xff("198.51.100.1"), "ip:203.0.113.7"},
-		{"TrustedHops(1), garbage", []ratelimit.IPOption{ratelimit.TrustedHops(1)}, "203.0.113.7:1", xff("6.6.6.6, junk"), "ip:203.0.113.7"},
+		{"TrustedHops 1", hops(1), "203.0.113.7:1", xff("6.6.6.6, 198.51.100.1"), "ip:198.51.100.1"},
+		{"TrustedHops 2", hops(2), "203.0.113.7:1", xff("6.6.6.6, 198.51.100.1, 192.0.2.200"), "ip:198.51.100.1"},
+		{"TrustedHops 2 across lines", hops(2), "203.0.113.7:1", xff("6.6.6.6, 198.51.100.1", "192.0.2.200"), "ip:198.51.100.1"},
+		{"TrustedHops 2, too few entries", hops(2), "203.0.113.7:1", xff("198.51.100.1"), "ip:203.0.113.7"},
+		{"TrustedHops 1, garbage", hops(1), "203.0.113.7:1", xff("6.6.6.6, junk"), "ip:203.0.113.7"},
+		{"TrustedHops 2, garbage to the right is not read", hops(2), "203.0.113.7:1", xff("198.51.100.1, junk"), "ip:198.51.100.1"},
+		{"TrustedHops 1, no header", hops(1), "203.0.113.7:1", nil, "ip:203.0.113.7"},
+		{"TrustedHops takes a private address", hops(1), "203.0.113.7:1", xff("10.0.0.2"), "ip:10.0.0.2"},
+		{"TrustedHops 64", hops(64), "203.0.113.7:1", xff(append([]string{"198.51.100.1"}, sixtyFourProxies[1:]...)...), "ip:198.51.100.1"},
+		{"TrustedHops with Forwarded", one(ratelimit.IPConfig{TrustedHops: 1, Header: "Forwarded"}), "203.0.113.7:1", fwd("for=6.6.6.6, for=198.51.100.1"), "ip:198.51.100.1"},
+		{"TrustedHops with X-Real-IP", one(ratelimit.IPConfig{TrustedHops: 1, Header: "X-Real-IP"}), "203.0.113.7:1", real("198.51.100.1"), "ip:198.51.100.1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ratelimit.KeyByIP(tt.opts...)(ipRequest(tt.remote, tt.hdr))
-			if err != nil {
-				t.Fatalf("KeyByIP: error %v, want key %q", err, tt.want)
-			}
-			if got != tt.want {
-				t.Errorf("KeyByIP: key %q, want %q", got, tt.want)
-			}
+			got, err := ratelimit.KeyByIP(tt.config...).Key(keysIPRequest(tt.remote, tt.hdr))
+			require.NoError(t, err, "want key %q", tt.want)
+			assert.Equal(t, tt.want, got)
 		})
 	}
 }
 
+// A RemoteAddr that is not an IP address, such as a Unix socket's, has no
+// client address: 400, and KeyFirst moves on.
 func TestKeyByIPNoAddress(t *testing.T) {
-	for _, remote := range []string{"", "@", "not-an-ip:80", "[::1"} {
-		_, err := ratelimit.KeyByIP()(ipRequest(remote, nil))
-		var ke *ratelimit.KeyError
-		if !errors.As(err, &ke) || ke.Status != http.StatusBadRequest {
-			t.Errorf("RemoteAddr %q: error %v, want a 400 KeyError", remote, err)
+	for _, remote := range []string{"", "@", "/run/app.sock", "not-an-ip:80", "[::1", "192.0.2.1:http"} {
+		for _, config := range [][]ratelimit.IPConfig{nil, {keysTrusted}} {
+			key, err := ratelimit.KeyByIP(config...).Key(keysIPRequest(remote, map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}))
+			assert.Empty(t, key, "RemoteAddr %q", remote)
+			assert.Equal(t, http.StatusBadRequest, keysStatus(err), "RemoteAddr %q: error %v", remote, err)
+			assert.ErrorIs(t, err, ratelimit.ErrNoKey, "RemoteAddr %q", remote)
 		}
-		if !errors.Is(err, ratelimit.ErrNoKey) {
-			t.Errorf("RemoteAddr %q: error %v does not match ErrNoKey", remote, err)
+	}
+
+	// Over a Unix socket, a chain falls back to the next extractor.
+	k := ratelimit.KeyFirst(ratelimit.KeyByIP(), ratelimit.KeyByHeader("X-Api-Key"))
+	r := keysIPRequest("@", map[string][]string{"X-Api-Key": {"abc"}})
+	key, err := k.Key(r)
+	require.NoError(t, err)
+	assert.Equal(t, "apikey:abc", key)
+}
+
+func TestKeyByIPInvalidConfig(t *testing.T) {
+	const prefix = "ratelimit: KeyByIP: "
+	tests := []struct {
+		name   string
+		config []ratelimit.IPConfig
+		want   []string // the lines of New's error, after the prefix
+	}{
+		{"two IPConfigs", []ratelimit.IPConfig{{}, {}}, []string{"more than one IPConfig"}},
+		{"IPv6Bits -1", []ratelimit.IPConfig{{IPv6Bits: -1}}, []string{"IPv6Bits -1, want 1 to 128"}},
+		{"IPv6Bits 129", []ratelimit.IPConfig{{IPv6Bits: 129}}, []string{"IPv6Bits 129, want 1 to 128"}},
+		{"IPv4Bits -1", []ratelimit.IPConfig{{IPv4Bits: -1}}, []string{"IPv4Bits -1, want 1 to 32"}},
+		{"IPv4Bits 33", []ratelimit.IPConfig{{IPv4Bits: 33}}, []string{"IPv4Bits 33, want 1 to 32"}},
+		{"invalid prefix", []ratelimit.IPConfig{{TrustProxies: []netip.Prefix{keysProxies[0], {}}}}, []string{`invalid trusted prefix "invalid Prefix"`}},
+		{"header without trust", []ratelimit.IPConfig{{Header: "X-Real-IP"}}, []string{"a Header without TrustProxies or TrustedHops would never be read"}},
+		{"invalid header name", []ratelimit.IPConfig{keysTrustedWith("X Real IP")}, []string{`invalid header name "X Real IP"`}},
+		{"header name with a colon", []ratelimit.IPConfig{keysTrustedWith("X-Real-IP:")}, []string{`invalid header name "X-Real-IP:"`}},
+		{"hops and prefixes", []ratelimit.IPConfig{{TrustProxies: keysProxies, TrustedHops: 1}}, []string{"TrustProxies and TrustedHops cannot be combined"}},
+		{"TrustedHops -1", []ratelimit.IPConfig{{TrustedHops: -1}}, []string{"TrustedHops -1, want 1 to 64"}},
+		{"TrustedHops 65", []ratelimit.IPConfig{{TrustedHops: 65}}, []string{"TrustedHops 65, want 1 to 64"}},
+		{"all at once", []ratelimit.IPConfig{{TrustProxies: []netip.Prefix{{}}, TrustedHops: 65, Header: "X Real", IPv6Bits: 200, IPv4Bits: 40}}, []string{
+			`invalid trusted prefix "invalid Prefix"`,
+			"TrustedHops 65, want 1 to 64",
+			"TrustProxies and TrustedHops cannot be combined",
+			`invalid header name "X Real"`,
+			"IPv6Bits 200, want 1 to 128",
+			"IPv4Bits 40, want 1 to 32",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := ratelimit.KeyByIP(tt.config...)
+			l, err := ratelimit.New(10, time.Minute, k)
+			if !assert.Error(t, err, "New accepted the configuration") {
+				l.Close()
+				return
+			}
+			want := make([]string, len(tt.want))
+			for i, w := range tt.want {
+				want[i] = prefix + w
+			}
+			assert.Equal(t, want, strings.Split(err.Error(), "\n"), "New's error")
+
+			// Asked anyway, it answers 500 and never yields a key.
+			key, err := k.Key(keysIPRequest("192.0.2.1:1", nil))
+			assert.Empty(t, key)
+			assert.Equal(t, http.StatusInternalServerError, keysStatus(err), "misconfigured Keyer's error %v", err)
+		})
+	}
+}
+
+// The bounds of each field are valid.
+func TestKeyByIPValidConfig(t *testing.T) {
+	for _, c := range []ratelimit.IPConfig{
+		{IPv6Bits: 1}, {IPv6Bits: 128}, {IPv4Bits: 1}, {IPv4Bits: 32},
+		{TrustedHops: 1}, {TrustedHops: 64},
+		{TrustProxies: []netip.Prefix{}},
+		{TrustProxies: keysProxies, Header: "Forwarded"},
+		{TrustedHops: 2, Header: "CF-Connecting-IP"},
+	} {
+		l, err := ratelimit.New(10, time.Minute, ratelimit.KeyByIP(c))
+		if assert.NoError(t, err, "IPConfig %+v", c) {
+			l.Close()
 		}
 	}
 }
 
-func TestKeyByIPInvalidOptions(t *testing.T) {
-	tests := []struct {
-		name string
-		opts []ratelimit.IPOption
-		want []string // substrings of New's error
-	}{
-		{"GroupIPv6(0)", []ratelimit.IPOption{ratelimit.GroupIPv6(0)}, []string{"GroupIPv6: 0 bits"}},
-		{"GroupIPv6(129)", []ratelimit.IPOption{ratelimit.GroupIPv6(129)}, []string{"GroupIPv6: 129 bits"}},
-		{"GroupIPv4(33)", []ratelimit.IPOption{ratelimit.GroupIPv4(33)}, []string{"GroupIPv4: 33 bits"}},
-		{"invalid prefix", []ratelimit.IPOption{ratelimit.TrustProxies(netip.Prefix{})}, []string{"TrustProxies: invalid prefix"}},
-		{"no prefixes", []ratelimit.IPOption{ratelimit.TrustProxies()}, []string{"TrustProxies: no prefixes"}},
-		{"empty header", []ratelimit.IPOption{trustProxy, ratelimit.FromHeader("")}, []string{"FromHeader: invalid header name"}},
-		{"header without trust", []ratelimit.IPOption{ratelimit.FromHeader("X-Real-IP")}, []string{"FromHeader without TrustProxies"}},
-		{"hops and prefixes", []ratelimit.IPOption{trustProxy, ratelimit.TrustedHops(1)}, []string{"cannot be combined"}},
-		{"TrustedHops(0)", []ratelimit.IPOption{ratelimit.TrustedHops(0)}, []string{"TrustedHops: 0"}},
-		{"TrustedHops(65)", []ratelimit.IPOption{ratelimit.TrustedHops(65)}, []string{"TrustedHops: 65"}},
-		{"nil option", []ratelimit.IPOption{nil}, []string{"nil IPOption"}},
-		{"all at once", []ratelimit.IPOption{ratelimit.GroupIPv6(0), ratelimit.GroupIPv4(0)}, []string{"GroupIPv6", "GroupIPv4"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			k := ratelimit.KeyByIP(tt.opts...)
-			l, err := ratelimit.New(10, time.Minute, k)
-			if err == nil {
-				l.Close()
-				t.Fatalf("New accepted KeyByIP(%s)", tt.name)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("New: error %q, want it to mention %q", err, w)
-				}
-			}
-			// Called anyway, it answers 500 and never yields a key.
-			key, err := k(ipRequest("192.0.2.1:1", nil))
-			var ke *ratelimit.KeyError
-			if key != "" || !errors.As(err, &ke) || ke.Status != http.StatusInternalServerError {
-				t.Errorf("misconfigured KeyFunc: (%q, %v), want a 500 KeyError", key, err)
-			}
-		})
-	}
+// The IPConfig is read when KeyByIP is called: a caller reusing its
+// slice of prefixes afterwards changes nothing.
+func TestKeyByIPCopiesTrustProxies(t *testing.T) {
+	prefixes := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	k := ratelimit.KeyByIP(ratelimit.IPConfig{TrustProxies: prefixes})
+	prefixes[0] = netip.MustParsePrefix("192.0.2.0/24")
+	got, err := k.Key(keysIPRequest("10.0.0.1:443", map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}))
+	require.NoError(t, err)
+	assert.Equal(t, "ip:198.51.100.1", got)
 }
 
 // An attacker behind the proxy who names a victim in X-Forwarded-For
 // drains only its own quota.
 func TestKeyByIPVictimLockout(t *testing.T) {
-	l, err := ratelimit.New(3, time.Minute, ratelimit.KeyByIP(trustProxy))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, err := ratelimit.New(3, time.Minute, ratelimit.KeyByIP(keysTrusted))
+	require.NoError(t, err)
 	defer l.Close()
 	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	serve := func(xff string) int {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, ipRequest("10.0.0.1:443", map[string][]string{"X-Forwarded-For": {xff}}))
+		h.ServeHTTP(w, keysIPRequest("10.0.0.1:443", map[string][]string{"X-Forwarded-For": {xff}}))
 		return w.Code
 	}
 	for i := range 10 {
 		// The proxy appended the attacker's own address.
-		got := serve("198.51.100.9, 203.0.113.66")
-		if want := map[bool]int{true: 200, false: 429}[i < 3]; got != want {
-			t.Errorf("attacker request %d: status %d, want %d", i+1, got, want)
+		want := http.StatusOK
+		if i >= 3 {
+			want = http.StatusTooManyRequests
 		}
+		assert.Equal(t, want, serve("198.51.100.9, 203.0.113.66"), "attacker request %d", i+1)
 	}
-	if got := serve("198.51.100.9"); got != http.StatusOK {
-		t.Errorf("victim's first request: status %d, want 200", got)
-	}
+	assert.Equal(t, http.StatusOK, serve("198.51.100.9"), "victim's first request")
 }
 
 func TestKeyByIPAllocs(t *testing.T) {
 	tests := []struct {
 		name string
-		k    ratelimit.KeyFunc
+		k    ratelimit.Keyer
 		r    *http.Request
 	}{
-		{"default v4", ratelimit.KeyByIP(), ipRequest("203.0.113.7:1234", nil)},
-		{"default v6", ratelimit.KeyByIP(), ipRequest("[2001:db8::1]:1234", nil)},
-		{"trusted XFF", ratelimit.KeyByIP(trustProxy), ipRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1, 10.0.0.2"}})},
-		{"trusted Forwarded", ratelimit.KeyByIP(trustProxy, ratelimit.FromHeader("Forwarded")), ipRequest("10.0.0.1:1", map[string][]string{"Forwarded": {`for="[2001:db8::1]:80";proto=https, for=10.0.0.2`}})},
-		{"100,000 commas", ratelimit.KeyByIP(trustProxy), ipRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {strings.Repeat("10.0.0.2,", 100_000)}})},
+		{"default v4", ratelimit.KeyByIP(), keysIPRequest("203.0.113.7:1234", nil)},
+		{"default v6", ratelimit.KeyByIP(), keysIPRequest("[2001:db8::1]:1234", nil)},
+		{"grouped v4", ratelimit.KeyByIP(ratelimit.IPConfig{IPv4Bits: 24}), keysIPRequest("203.0.113.7:1234", nil)},
+		{"trusted XFF", ratelimit.KeyByIP(keysTrusted), keysIPRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1, 10.0.0.2"}})},
+		{"trusted Forwarded", ratelimit.KeyByIP(keysTrustedWith("Forwarded")), keysIPRequest("10.0.0.1:1", map[string][]string{"Forwarded": {`for="[2001:db8::1]:80";proto=https, for=10.0.0.2`}})},
+		{"trusted X-Real-IP", ratelimit.KeyByIP(keysTrustedWith("X-Real-IP")), keysIPRequest("10.0.0.1:1", map[string][]string{"X-Real-Ip": {"198.51.100.1"}})},
+		{"trusted XFF with ports", ratelimit.KeyByIP(keysTrusted), keysIPRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6:1, 198.51.100.1:4711, 10.0.0.2:443"}})},
+		{"trusted XFF, garbage", ratelimit.KeyByIP(keysTrusted), keysIPRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"198.51.100.1, unknown, 10.0.0.2"}})},
+		{"hops", ratelimit.KeyByIP(ratelimit.IPConfig{TrustedHops: 2}), keysIPRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1, 10.0.0.2"}})},
+		{"100,000 commas", ratelimit.KeyByIP(keysTrusted), keysIPRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {strings.Repeat("10.0.0.2,", 100_000)}})},
 	}
 	for _, tt := range tests {
 		got := testing.AllocsPerRun(100, func() {
-			if _, err := tt.k(tt.r); err != nil {
+			if _, err := tt.k.Key(tt.r); err != nil {
 				t.Fatal(err)
 			}
 		})
-		if got > 1 {
-			t.Errorf("%s: %.0f allocations, want at most 1 (the key)", tt.name, got)
-		}
+		assert.LessOrEqual(t, got, 1.0, "%s: allocations, want at most 1 (the key)", tt.name)
 	}
 }
 
 func BenchmarkKeyByIP(b *testing.B) {
 	benches := []struct {
 		name string
-		k    ratelimit.KeyFunc
+		k    ratelimit.Keyer
 		r    *http.Request
 	}{
-		{"peer", ratelimit.KeyByIP(), ipRequest("203.0.113.7:1234", nil)},
-		{"XFF3", ratelimit.KeyByIP(trustProxy), ipRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1, 10.0.0.2"}})},
+		{"peer", ratelimit.KeyByIP(), keysIPRequest("203.0.113.7:1234", nil)},
+		{"XFF3", ratelimit.KeyByIP(keysTrusted), keysIPRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1, 10.0.0.2"}})},
 	}
 	for _, bb := range benches {
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := bb.k(bb.r); err != nil {
+					if _, err := bb.k.Key(bb.r); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -13,9 +14,9 @@ import (
 	"github.com/slidelog/ratelimit"
 )
 
-// showKey prints the key k finds for r, or the status it answers with.
-func showKey(k ratelimit.KeyFunc, r *http.Request) {
-	key, err := k(r)
+// keysShow prints the key k finds for r, or its error.
+func keysShow(k ratelimit.Keyer, r *http.Request) {
+	key, err := k.Key(r)
 	if err != nil {
 		fmt.Println("error:", err)
 		return
@@ -23,7 +24,7 @@ func showKey(k ratelimit.KeyFunc, r *http.Request) {
 	fmt.Println(key)
 }
 
-// With no options KeyByIP counts the direct peer and ignores forwarding
+// With no IPConfig, KeyByIP counts the direct peer and ignores forwarding
 // headers, which any client can write.
 func ExampleKeyByIP() {
 	k := ratelimit.KeyByIP()
@@ -31,10 +32,10 @@ func ExampleKeyByIP() {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "203.0.113.7:51234"
 	r.Header.Set("X-Forwarded-For", "198.51.100.9") // a lie
-	showKey(k, r)
+	keysShow(k, r)
 
 	r.RemoteAddr = "[2001:db8:1:2:aaaa::1]:443" // IPv6: grouped by /64
-	showKey(k, r)
+	keysShow(k, r)
 	// Output:
 	// ip:203.0.113.7
 	// ip:2001:db8:1:2::/64
@@ -43,39 +44,60 @@ func ExampleKeyByIP() {
 // Behind a load balancer in 10.0.0.0/8 that appends to X-Forwarded-For:
 // the client is the rightmost address that is not the balancer's, and
 // whatever the client wrote to the left of it is ignored.
-func ExampleTrustProxies() {
-	k := ratelimit.KeyByIP(ratelimit.TrustProxies(netip.MustParsePrefix("10.0.0.0/8")))
+func ExampleKeyByIP_trustProxies() {
+	k := ratelimit.KeyByIP(ratelimit.IPConfig{
+		TrustProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+	})
 
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "10.0.3.4:40000"                                        // the balancer
 	r.Header.Set("X-Forwarded-For", "198.51.100.9, 203.0.113.7, 10.0.1.1") // spoof, client, inner proxy
-	showKey(k, r)
+	keysShow(k, r)
 
 	r.RemoteAddr = "192.0.2.50:40000" // not the balancer: the header is not read
-	showKey(k, r)
+	keysShow(k, r)
 	// Output:
 	// ip:203.0.113.7
 	// ip:192.0.2.50
 }
 
-// Behind a proxy that sets X-Real-IP, replacing what the client sent.
-func ExampleFromHeader() {
-	k := ratelimit.KeyByIP(
-		ratelimit.TrustProxies(netip.MustParsePrefix("127.0.0.1/32")),
-		ratelimit.FromHeader("X-Real-IP"),
-	)
+// Behind a proxy on the same host that sets X-Real-IP, replacing what the
+// client sent, with IPv6 clients counted by /56.
+func ExampleKeyByIP_header() {
+	k := ratelimit.KeyByIP(ratelimit.IPConfig{
+		TrustProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Header:       "X-Real-IP",
+		IPv6Bits:     56,
+	})
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "127.0.0.1:40000"
 	r.Header.Set("X-Real-IP", "203.0.113.7")
-	showKey(k, r)
-	// Output: ip:203.0.113.7
+	keysShow(k, r)
+
+	r.Header.Set("X-Real-IP", "2001:db8:1:2ff::1")
+	keysShow(k, r)
+	// Output:
+	// ip:203.0.113.7
+	// ip:2001:db8:1:200::/56
+}
+
+// An invalid IPConfig is an error from New, with every reason at once.
+func ExampleKeyByIP_invalid() {
+	_, err := ratelimit.New(100, time.Minute, ratelimit.KeyByIP(ratelimit.IPConfig{
+		Header:   "X-Real-IP",
+		IPv4Bits: 40,
+	}))
+	fmt.Println(err)
+	// Output:
+	// ratelimit: KeyByIP: a Header without TrustProxies or TrustedHops would never be read
+	// ratelimit: KeyByIP: IPv4Bits 40, want 1 to 32
 }
 
 // Verified JWT subjects: a valid token counts against its subject; a
 // forged one is answered 401 and never counted as the subject it claims.
 func ExampleKeyByJWTSubject() {
 	secret := []byte("an HS256 secret of 32 bytes or more")
-	k := ratelimit.KeyByJWTSubject(secret, ratelimit.JWTIssuer("https://auth.example"))
+	k := ratelimit.KeyByJWTSubject(secret, ratelimit.JWTConfig{Issuer: "https://auth.example"})
 
 	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 		"sub": "user-42",
@@ -84,7 +106,7 @@ func ExampleKeyByJWTSubject() {
 	}).SignedString(secret)
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("Authorization", "Bearer "+tok)
-	showKey(k, r)
+	keysShow(k, r)
 
 	forged, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 		"sub": "admin",
@@ -92,7 +114,7 @@ func ExampleKeyByJWTSubject() {
 		"exp": time.Now().Add(time.Hour).Unix(),
 	}).SignedString([]byte("somebody else's secret, 32 bytes.."))
 	r.Header.Set("Authorization", "Bearer "+forged)
-	showKey(k, r)
+	keysShow(k, r)
 	// Output:
 	// sub:user-42
 	// error: ratelimit: 401 Unauthorized: invalid or expired bearer token
@@ -146,13 +168,13 @@ func ExampleKeyFirst() {
 
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "192.0.2.1:1234"
-	showKey(k, r)
+	keysShow(k, r)
 
 	r.Header.Set("X-API-Key", "192.0.2.1")
-	showKey(k, r)
+	keysShow(k, r)
 
 	r.Header.Set("Authorization", "Bearer not-a-token") // refused, not skipped
-	showKey(k, r)
+	keysShow(k, r)
 	// Output:
 	// ip:192.0.2.1
 	// apikey:192.0.2.1
@@ -177,20 +199,26 @@ func ExampleKeyJoin() {
 		fmt.Sscan(target, &method, &path)
 		w := httptest.NewRecorder()
 		mux.ServeHTTP(w, httptest.NewRequest(method, path, nil))
-		fmt.Println(target, w.Code, w.Header().Get("RateLimit"))
+		fmt.Println(target, w.Code)
 	}
 	// Output:
-	// POST /login 200 "default";r=0;t=60
-	// POST /login 429 "default";r=0;t=60
-	// GET /items/1 200 "default";r=0;t=60
-	// GET /items/2 429 "default";r=0;t=60
+	// POST /login 200
+	// POST /login 429
+	// GET /items/1 200
+	// GET /items/2 429
 }
 
-// API keys are secrets: hash them before a shared store sees them.
+// API keys are secrets: hash them before a shared store sees them. Keys
+// too long to keep are hashed too, to a digest of the same length.
 func ExampleKeyHashed() {
 	k := ratelimit.KeyHashed(ratelimit.KeyByHeader("X-API-Key"))
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-API-Key", "sk_live_abc123")
-	showKey(k, r)
-	// Output: apikey.sha256:fFCFhfmuqPYS6_KDM9RQrA
+	keysShow(k, r)
+
+	r.Header.Set("X-API-Key", strings.Repeat("k", 1000)) // over the 256 bytes kept in clear
+	keysShow(k, r)
+	// Output:
+	// apikey.sha256:fFCFhfmuqPYS6_KDM9RQrA
+	// apikey.sha256:E5_tGu6rHtS8N4lJTiaqgw
 }

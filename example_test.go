@@ -42,9 +42,13 @@ func Example() {
 	// Output: 200 200 200 429 429
 }
 
-// The limiter's Handler is an alice.Constructor as it stands.
+// The limiter's Handler is an alice.Constructor, a
+// func(http.Handler) http.Handler, as it stands.
 func Example_alice() {
-	l, err := ratelimit.New(2, time.Minute, ratelimit.KeyByIP())
+	// A clock that stands still, so that the output does not depend on
+	// how fast this machine runs.
+	start := time.Now()
+	l, err := ratelimit.New(2, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(func() time.Time { return start }))
 	if err != nil {
 		panic(err)
 	}
@@ -66,16 +70,18 @@ func Example_alice() {
 			panic(err)
 		}
 		resp.Body.Close()
-		fmt.Printf("%d %s Retry-After=%q\n", resp.StatusCode, resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"))
+		fmt.Printf("%d %s Retry-After=%q Cache-Control=%s\n", resp.StatusCode, resp.Header.Get("RateLimit"),
+			resp.Header.Get("Retry-After"), resp.Header.Get("Cache-Control"))
 	}
 	// Output:
-	// 200 "default";r=1;t=60 Retry-After=""
-	// 200 "default";r=0;t=60 Retry-After=""
-	// 429 "default";r=0;t=60 Retry-After="60"
+	// 200 "default";r=1;t=60 Retry-After="" Cache-Control=no-store
+	// 200 "default";r=0;t=60 Retry-After="" Cache-Control=no-store
+	// 429 "default";r=0;t=60 Retry-After="60" Cache-Control=no-store
 }
 
-// The same decision without HTTP: for a gRPC interceptor, a queue consumer
-// or a login form.
+// The same decision without HTTP: for a queue consumer, a job or a
+// login form. The key is what the limiter's Keyer makes of the client's
+// requests, so that both ways count against one quota.
 func ExampleLimiter_Allow() {
 	l, err := ratelimit.New(2, time.Minute, ratelimit.KeyByIP())
 	if err != nil {
@@ -84,22 +90,27 @@ func ExampleLimiter_Allow() {
 	defer l.Close()
 
 	for range 3 {
-		res, err := l.Allow(context.Background(), "user:42")
-		if err != nil {
-			panic(err)
+		d := l.Allow(context.Background(), "ip:192.0.2.1", 1)
+		switch d.Outcome {
+		case ratelimit.Serve:
+			fmt.Println("serve, remaining", d.Result.Remaining)
+		case ratelimit.Refuse:
+			fmt.Println("refuse, retry in", d.Result.RetryAfter.Round(time.Minute))
+		default:
+			fmt.Println("cannot decide:", d.Err)
 		}
-		fmt.Printf("allowed=%v remaining=%d retry in %v\n", res.Allowed, res.Remaining, res.RetryAfter.Round(time.Minute))
 	}
 	// Output:
-	// allowed=true remaining=1 retry in 0s
-	// allowed=true remaining=0 retry in 0s
-	// allowed=false remaining=0 retry in 1m0s
+	// serve, remaining 1
+	// serve, remaining 0
+	// refuse, retry in 1m0s
 }
 
 // A burst limit and an hourly limit at once: a request counts against both
 // or neither, and the headers report the tighter one.
 func ExampleWithPolicies() {
-	l, err := ratelimit.New(100, time.Hour, ratelimit.KeyByIP(),
+	start := time.Now() // a clock that stands still: three requests in one second
+	l, err := ratelimit.New(100, time.Hour, ratelimit.KeyByIP(), ratelimit.WithClock(func() time.Time { return start }),
 		ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 2, Window: time.Second}))
 	if err != nil {
 		panic(err)
@@ -121,39 +132,49 @@ func ExampleWithPolicies() {
 	// "default";q=100;w=3600, "burst";q=2;w=1
 }
 
-// Plans give tiers their own quotas; here the tier comes from a header for
-// brevity, in production from what the authentication middleware verified.
-func ExampleWithPlans() {
+// Limits per customer live where the application keeps them, here a
+// table standing in for a database, and are cached for a minute per
+// customer, so that a customer who upgrades has the new limit within a
+// minute and a busy one costs no lookup per request. A customer the table
+// does not hold gets the default policies.
+func ExampleWithLimits() {
+	contracts := map[string]string{"apikey:k-pro": "1000/min"}
+	lookup := func(ctx context.Context, key string) ([]ratelimit.Policy, error) {
+		text, ok := contracts[key]
+		if !ok {
+			return nil, nil // the default policies
+		}
+		return ratelimit.ParsePolicies(text)
+	}
 	l, err := ratelimit.New(1, time.Minute, ratelimit.KeyByHeader("X-API-Key"),
-		ratelimit.WithPlans(func(r *http.Request, key string) string { return r.Header.Get("X-Plan") },
-			map[string][]ratelimit.Policy{"pro": {{Name: "pro", Limit: 1000, Window: time.Minute}}}))
+		ratelimit.WithLimits(lookup, time.Minute))
 	if err != nil {
 		panic(err)
 	}
 	defer l.Close()
 	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 
-	for _, plan := range []string{"", "", "pro", "gold"} {
+	for _, apiKey := range []string{"k-free", "k-free", "k-pro", "k-pro"} {
 		r := httptest.NewRequest("GET", "/", nil)
-		r.Header.Set("X-API-Key", "k1")
-		r.Header.Set("X-Plan", plan)
+		r.Header.Set("X-API-Key", apiKey)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		fmt.Printf("plan %q: %d %s\n", plan, w.Code, w.Header().Get("RateLimit-Policy"))
+		fmt.Printf("%s: %d %s\n", apiKey, w.Code, w.Header().Get("RateLimit-Policy"))
 	}
 	// Output:
-	// plan "": 200 "default";q=1;w=60
-	// plan "": 429 "default";q=1;w=60
-	// plan "pro": 200 "pro";q=1000;w=60
-	// plan "gold": 429 "default";q=1;w=60
+	// k-free: 200 "default";q=1;w=60
+	// k-free: 429 "default";q=1;w=60
+	// k-pro: 200 "per-min";q=1000;w=60
+	// k-pro: 200 "per-min";q=1000;w=60
 }
 
 // An admin endpoint shows a customer's standing and resets it, naming the
-// customer by their API key: the request it builds carries the key as the
-// customer's own requests do, so the limiter's KeyFunc spells the store's
-// key (here a digest) the same way.
+// customer by their API key: it asks the limiter's Keyer for the key of a
+// request carrying it, as the customer's own requests do, so that the
+// store's key (here a digest) is spelled the same way.
 func ExampleLimiter_Peek() {
-	l, err := ratelimit.New(300, time.Minute, ratelimit.KeyHashed(ratelimit.KeyByHeader("X-API-Key")))
+	keyer := ratelimit.KeyHashed(ratelimit.KeyByHeader("X-API-Key"))
+	l, err := ratelimit.New(300, time.Minute, keyer)
 	if err != nil {
 		panic(err)
 	}
@@ -169,16 +190,21 @@ func ExampleLimiter_Peek() {
 		api.ServeHTTP(httptest.NewRecorder(), customer("key-of-acme"))
 	}
 
-	res, err := l.Peek(customer("key-of-acme"))
+	key, err := keyer.Key(customer("key-of-acme"))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	res, err := l.Peek(ctx, key)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Printf("%d of %d left\n", res.Remaining, res.Limit)
 
-	if err := l.Reset(customer("key-of-acme")); err != nil {
+	if err := l.Reset(ctx, key); err != nil {
 		panic(err)
 	}
-	res, _ = l.Peek(customer("key-of-acme"))
+	res, _ = l.Peek(ctx, key)
 	fmt.Printf("after Reset: %d of %d left\n", res.Remaining, res.Limit)
 	// Output:
 	// 263 of 300 left

@@ -1,7 +1,7 @@
 //go:build !race
 
-package ratelimit_test
+package ratelimit
 
-// raceEnabled reports whether the race detector is on; see
+// msRaceEnabled reports whether the race detector is on; see
 // flood_race_test.go.
-const raceEnabled = false
+const msRaceEnabled = false

@@ -1,7 +1,7 @@
 //go:build race
 
-package ratelimit_test
+package ratelimit
 
-// raceEnabled reports whether the race detector is on; it slows the
-// flood tenfold, so TestKeyFlood runs a tenth of its full size.
-const raceEnabled = true
+// msRaceEnabled reports whether the race detector is on. It slows the
+// store about tenfold, so the floods of keys run smaller under it.
+const msRaceEnabled = true

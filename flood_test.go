@@ -1,4 +1,4 @@
-package ratelimit_test
+package ratelimit
 
 import (
 	"context"
@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidelog/ratelimit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/slidelog/ratelimit/internal/fakeclock"
 )
 
-// floodKey is the i-th key of a flood, shaped as KeyByIP's are.
-func floodKey(buf []byte, i int) string {
+// msFloodKey is the i-th key of a flood, shaped as KeyByIP's are.
+func msFloodKey(buf []byte, i int) string {
 	b := append(buf[:0], "ip:10."...)
 	b = strconv.AppendInt(b, int64(i>>16&255), 10)
 	b = append(b, '.')
@@ -28,8 +30,8 @@ func floodKey(buf []byte, i int) string {
 	return string(b)
 }
 
-// heapInUse returns the live heap after a full collection.
-func heapInUse() uint64 {
+// msHeapInUse returns the live heap after a full collection.
+func msHeapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
@@ -37,89 +39,88 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
-// bytesPerKey measures what n live keys with one logged request each cost
-// in a memory store without a bound.
-func bytesPerKey(t *testing.T, n int) float64 {
+// msFloodSet is the policy of the flood: an hour, so that nothing the
+// flood counts goes idle while it lasts.
+func msFloodSet(t testing.TB) PolicySet {
+	return msSet(t, Policy{Name: "default", Limit: 20, Window: time.Hour})
+}
+
+// msBytesPerKey measures what n live keys with one logged request each
+// cost in a memory store without a bound.
+func msBytesPerKey(t *testing.T, n int) float64 {
 	clk := fakeclock.New()
-	before := heapInUse()
-	s, err := ratelimit.NewMemoryStore(ratelimit.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	policies, _ := ratelimit.NewPolicySet(ratelimit.Policy{Name: "default", Limit: 20, Window: time.Hour})
+	set := msFloodSet(t)
+	before := msHeapInUse()
+	s := newMemoryStore(MemoryConfig{Clock: clk.Now})
 	var buf [32]byte
 	for i := range n {
-		if _, err := s.Take(context.Background(), floodKey(buf[:], i), policies, 1); err != nil {
-			t.Fatal(err)
-		}
+		_, err := s.Take(context.Background(), msFloodKey(buf[:], i), set, 1)
+		require.NoError(t, err)
 	}
-	after := heapInUse()
-	if got := s.Stats().Keys; got != n {
-		t.Fatalf("unbounded store: %d keys, want %d", got, n)
-	}
+	after := msHeapInUse()
+	require.Equal(t, n, s.Stats().Keys, "unbounded store")
 	s.Close()
 	runtime.KeepAlive(s)
 	return float64(after-before) / float64(n)
 }
 
-// TestKeyFlood floods a store bounded to bound keys with flood distinct
-// keys, all live, from several goroutines, while a legitimate client
-// keeps making requests. Live keys must never exceed the bound, the heap
-// must stay within 1.5 times bound times the measured cost of a key, and
-// under RejectNewKeys the legitimate client's count must stay exact.
+// TestKeyFlood floods a store bounded to bound entries with flood distinct
+// keys, all live, from two goroutines (as many as the CI machine's cores),
+// while a legitimate client keeps making requests. Live entries must never
+// exceed the bound, the heap must stay within 1.5 times bound times the
+// measured cost of a key, and when the store does not evict the
+// legitimate client's count must stay exact.
 //
-// The full size (1,000,000 keys against 100,000) runs unless -short or
-// the race detector is on, which slows it tenfold; a tenth of it always
-// runs.
+// The full size (1,000,000 keys against 100,000) runs unless -short (a
+// tenth of it) or the race detector is on, which slows the store more
+// than tenfold (a twentieth).
 func TestKeyFlood(t *testing.T) {
 	bound, flood := 100_000, 1_000_000
-	if testing.Short() || raceEnabled {
+	switch {
+	case msRaceEnabled:
+		bound, flood = 5_000, 50_000
+	case testing.Short():
 		bound, flood = 10_000, 100_000
 	}
-	perKey := bytesPerKey(t, bound)
+	perKey := msBytesPerKey(t, bound)
 	t.Logf("memory per live key with one logged request: %.0f bytes (%d keys, unbounded store)", perKey, bound)
-
-	for _, overflow := range []ratelimit.Overflow{ratelimit.RejectNewKeys, ratelimit.EvictLeastRecent} {
-		name := map[ratelimit.Overflow]string{ratelimit.RejectNewKeys: "RejectNewKeys", ratelimit.EvictLeastRecent: "EvictLeastRecent"}[overflow]
-		t.Run(name, func(t *testing.T) {
-			keyFlood(t, bound, flood, overflow, perKey)
+	for _, evict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("evict=%v", evict), func(t *testing.T) {
+			msKeyFlood(t, bound, flood, evict, perKey)
 		})
 	}
 }
 
-func keyFlood(t *testing.T, bound, flood int, overflow ratelimit.Overflow, perKey float64) {
+func msKeyFlood(t *testing.T, bound, flood int, evict bool, perKey float64) {
 	const (
 		limit   = 20
-		workers = 2  // as many as the CI machine's cores
+		workers = 2
 		checks  = 10 // the legitimate client's requests during the flood
 	)
 	ctx := context.Background()
 	clk := fakeclock.New()
-	before := heapInUse()
-	s, err := ratelimit.NewMemoryStore(ratelimit.WithClock(clk.Now), ratelimit.WithMaxKeys(bound, overflow))
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := msFloodSet(t)
+	before := msHeapInUse()
+	s := newMemoryStore(MemoryConfig{MaxKeys: bound, EvictLeastRecent: evict, Clock: clk.Now})
 	defer s.Close()
-	policies, _ := ratelimit.NewPolicySet(ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour})
 
 	const legit = "apikey:legitimate"
 	var (
 		mu         sync.Mutex // serialises the legitimate client's requests
 		used       int        // requests it has made
-		reinserted int        // times its count started over (EvictLeastRecent)
+		reinserted int        // times its count started over (evicted)
 		legitErr   error
 	)
 	take := func(when string) {
 		mu.Lock()
 		defer mu.Unlock()
-		res, err := s.Take(ctx, legit, policies, 1)
+		res, err := s.Take(ctx, legit, set, 1)
 		used++
 		switch {
 		case err != nil:
-			legitErr = fmt.Errorf("legitimate request %d (%s): %v", used, when, err)
-		case overflow == ratelimit.RejectNewKeys && (!res.Allowed || res.Remaining != limit-used):
-			legitErr = fmt.Errorf("legitimate request %d (%s): allowed %v remaining %d, want true and %d", used, when, res.Allowed, res.Remaining, limit-used)
+			legitErr = fmt.Errorf("legitimate request %d (%s): %w", used, when, err)
+		case !evict && (!res.Allowed || res.Remaining != limit-used):
+			legitErr = fmt.Errorf("legitimate request %d (%s): allowed %v, remaining %d; want true and %d", used, when, res.Allowed, res.Remaining, limit-used)
 		case used > 1 && res.Remaining == limit-1:
 			reinserted++
 		}
@@ -146,21 +147,21 @@ func keyFlood(t *testing.T, bound, flood int, overflow ratelimit.Overflow, perKe
 					return
 				}
 				if i%1000 == 0 {
-					clk.Advance(time.Millisecond) // time passes, but nothing expires within the hour
+					clk.Advance(time.Millisecond) // time passes, but nothing goes idle within the hour
 				}
 				if i > 0 && i%(flood/checks) == 0 {
 					// The legitimate client comes back, and an operator
-					// looks at the key count.
+					// looks at the count of entries.
 					take(fmt.Sprintf("during the flood, at key %d", i))
 					if k := int64(s.Stats().Keys); k > maxSeen.Load() {
 						maxSeen.Store(k)
 					}
 				}
-				_, err := s.Take(ctx, floodKey(buf[:], i), policies, 1)
+				_, err := s.Take(ctx, msFloodKey(buf[:], i), set, 1)
 				switch {
 				case err == nil:
 					accepted.Add(1)
-				case errors.Is(err, ratelimit.ErrStoreFull):
+				case errors.Is(err, errStoreFull):
 					full.Add(1)
 				default:
 					failed.Store(err)
@@ -171,65 +172,40 @@ func keyFlood(t *testing.T, bound, flood int, overflow ratelimit.Overflow, perKe
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if err := failed.Load(); err != nil {
-		t.Fatalf("flood: unexpected error %v", err)
+	if err, _ := failed.Load().(error); err != nil {
+		require.NoError(t, err, "flood")
 	}
-	if legitErr != nil {
-		t.Fatal(legitErr)
-	}
+	require.NoError(t, legitErr)
 
 	st := s.Stats()
 	maxKeys := max(maxSeen.Load(), int64(st.Keys))
-	heap := heapInUse() - before
+	heap := msHeapInUse() - before
 	allowedHeap := 1.5 * float64(bound) * perKey
-	t.Logf("%s: %d keys in %v (%.0f ns/key, %d workers); live keys at most %d (bound %d), at the end %d; accepted %d, refused %d; stats evicted %d rejected %d; heap %.1f MiB (%.0f bytes per bound key; allowed %.1f MiB)",
-		overflowName(overflow), flood, elapsed.Round(time.Millisecond), float64(elapsed.Nanoseconds())/float64(flood), workers,
+	t.Logf("%d keys in %v (%.0f ns/key, %d workers; a measure, not a check); entries at most %d (bound %d), at the end %d; accepted %d, refused %d; evicted %d, rejected %d; heap %.1f MiB (%.0f bytes per bound entry; allowed %.1f MiB)",
+		flood, elapsed.Round(time.Millisecond), float64(elapsed.Nanoseconds())/float64(flood), workers,
 		maxKeys, bound, st.Keys, accepted.Load(), full.Load(), st.Evicted, st.Rejected,
 		float64(heap)/(1<<20), float64(heap)/float64(bound), allowedHeap/(1<<20))
 
-	if maxKeys > int64(bound) {
-		t.Errorf("live keys reached %d, want at most the bound %d", maxKeys, bound)
-	}
-	if float64(heap) > allowedHeap {
-		t.Errorf("heap grew by %d bytes, want at most 1.5 x %d keys x %.0f bytes = %.0f", heap, bound, perKey, allowedHeap)
-	}
-	switch overflow {
-	case ratelimit.RejectNewKeys:
-		if st.Rejected != uint64(full.Load()) || full.Load() == 0 {
-			t.Errorf("Stats().Rejected = %d, want the %d refused keys (and some)", st.Rejected, full.Load())
-		}
-		if st.Evicted != 0 {
-			t.Errorf("Stats().Evicted = %d, want 0 under RejectNewKeys", st.Evicted)
-		}
-		if got, want := accepted.Load()+1, int64(st.Keys); got != want {
-			t.Errorf("%d keys accepted plus the legitimate one, but %d tracked: none should be dropped", got-1, want)
-		}
+	assert.LessOrEqual(t, maxKeys, int64(bound), "entries, at most the bound")
+	assert.LessOrEqual(t, float64(heap), allowedHeap, "heap growth, at most 1.5 x %d keys x %.0f bytes", bound, perKey)
+	if !evict {
+		assert.Positive(t, full.Load(), "keys refused")
+		assert.Equal(t, uint64(full.Load()), st.Rejected, "Stats().Rejected: the keys refused")
+		assert.Zero(t, st.Evicted, "Stats().Evicted of a store that does not evict")
+		assert.Equal(t, accepted.Load()+1, int64(st.Keys), "keys accepted plus the legitimate one, and entries tracked: none dropped")
 		// The legitimate client's count survived the flood exactly.
 		for used < limit {
 			take("after the flood")
 		}
-		if legitErr != nil {
-			t.Fatal(legitErr)
-		}
-		res, err := s.Take(ctx, legit, policies, 1)
-		if err != nil || res.Allowed {
-			t.Errorf("legitimate request %d: (%+v, %v), want a rejection: its count was kept", limit+1, res, err)
-		}
-	case ratelimit.EvictLeastRecent:
-		if full.Load() != 0 || st.Rejected != 0 {
-			t.Errorf("%d keys refused (Stats().Rejected %d), want none under EvictLeastRecent", full.Load(), st.Rejected)
-		}
-		// Every key added (the flood's, the legitimate one's, and its
-		// returns after being evicted) is either kept or was evicted.
-		if want := uint64(flood + 1 + reinserted - st.Keys); st.Evicted != want {
-			t.Errorf("Stats().Evicted = %d, want %d (keys added minus keys kept)", st.Evicted, want)
-		}
+		require.NoError(t, legitErr)
+		res, err := s.Take(ctx, legit, set, 1)
+		require.NoError(t, err)
+		assert.False(t, res.Allowed, "legitimate request %d: its count was kept", limit+1)
+		return
 	}
-}
-
-func overflowName(o ratelimit.Overflow) string {
-	if o == ratelimit.EvictLeastRecent {
-		return "EvictLeastRecent"
-	}
-	return "RejectNewKeys"
+	assert.Zero(t, full.Load(), "keys refused by an evicting store")
+	assert.Zero(t, st.Rejected, "Stats().Rejected of an evicting store")
+	// Every key added (the flood's, the legitimate one's, and its returns
+	// after being evicted) is either kept or was evicted.
+	assert.Equal(t, uint64(flood+1+reinserted-st.Keys), st.Evicted, "Stats().Evicted: keys added minus keys kept")
 }

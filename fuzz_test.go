@@ -1,31 +1,34 @@
 package ratelimit
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/require"
 )
 
-// Fuzz targets. Their seeds (f.Add and testdata/fuzz) run in every go
-// test; .ci/fuzz.sh runs each one for a bounded time.
+// Fuzz targets of the key extractors. Their seeds (f.Add and
+// testdata/fuzz) run in every go test; .ci/fuzz.sh runs each one for a
+// bounded time.
 
 // FuzzKeyByIP checks the forwarding-header walk against a plain reference
 // that splits every line and walks the entries from the right, for each
-// header kind and trust mode. value is split into header lines at "\n".
+// header kind and trust mode, and the key against a plain grouping of the
+// client's address. value is split into header lines at "\n"; mode picks
+// the header or the number of hops (mod 6) and the grouping (>> 3).
 func FuzzKeyByIP(f *testing.F) {
 	f.Add("10.0.0.1:443", "6.6.6.6, 198.51.100.1, 10.0.0.2", uint8(0))
 	f.Add("10.0.0.1:443", "6.6.6.6\n198.51.100.1, 10.0.0.2", uint8(0))
 	f.Add("10.0.0.1:443", "bogus, 10.0.0.2", uint8(0))
+	f.Add("10.0.0.1:443", "198.51.100.1:4711, 10.0.0.2:443", uint8(0))
 	f.Add("[::ffff:10.0.0.1]:443", "::ffff:198.51.100.1, fe80::1%eth0", uint8(0))
 	f.Add("203.0.113.7:1", "198.51.100.1", uint8(0))
 	f.Add("10.0.0.1:443", `for=192.0.2.60;proto=http;by=203.0.113.43, for="[2001:db8:cafe::17]:4711"`, uint8(1))
@@ -34,58 +37,54 @@ func FuzzKeyByIP(f *testing.F) {
 	f.Add("203.0.113.7:1", "6.6.6.6, 198.51.100.1, 192.0.2.200", uint8(4))
 	f.Add("10.0.0.1:443", strings.Repeat("10.0.0.2,", 70)+"10.0.0.2", uint8(0))
 	f.Add("10.0.0.1:443", "198.51.100.1,"+strings.Repeat(" ", 120), uint8(0))
+	f.Add("[2001:db8:ffff::1]:443", "2001:db8:1:2:3:4:5:6", uint8(0xf8))
+	f.Add("203.0.113.7:1", "6.6.6.6\n"+strings.Repeat("x", 120), uint8(4))
 	f.Fuzz(func(t *testing.T, remote, value string, mode uint8) {
-		trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}
-		opts := []IPOption{TrustProxies(trusted...)}
+		config := IPConfig{TrustProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}}
 		header := hdrXFF
 		switch mode % 6 {
 		case 1:
 			header = hdrForwarded
-			opts = append(opts, FromHeader(header))
+			config.Header = header
 		case 2:
 			header = "X-Real-Ip"
-			opts = append(opts, FromHeader(header))
+			config.Header = header
 		case 3, 4, 5:
-			opts = []IPOption{TrustedHops(int(mode%6) - 2)}
+			config = IPConfig{TrustedHops: int(mode%6) - 2}
 		}
-		opts = append(opts, GroupIPv6(int(mode>>3)%128+1))
-		k := KeyByIP(opts...)
+		config.IPv6Bits = int(mode>>3)%128 + 1
+		config.IPv4Bits = 32 - int(mode>>3)%32
+		k := KeyByIP(config)
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = remote
 		lines := strings.Split(value, "\n")
 		r.Header[header] = lines
 
-		got, err := k(r)
-		c, cerr := newIPConfig(opts)
-		if cerr != nil {
-			t.Fatal(cerr)
-		}
+		got, err := k.Key(r)
+		c, cerr := newIPConfig(config)
+		require.NoError(t, cerr)
 		peer, ok := peerAddr(remote)
 		if !ok {
-			if err == nil || !errors.Is(err, ErrNoKey) {
-				t.Fatalf("RemoteAddr %q: (%q, %v), want an ErrNoKey error", remote, got, err)
-			}
+			require.ErrorIs(t, err, ErrNoKey, "RemoteAddr %q: key %q", remote, got)
 			return
 		}
-		if err != nil {
-			t.Fatalf("RemoteAddr %q: unexpected error %v", remote, err)
+		require.NoError(t, err, "RemoteAddr %q", remote)
+		want := referenceClient(c, peer, lines)
+		require.Equal(t, want, c.client(r, peer), "client (remote %q, %s %q)", remote, header, value)
+		if c.hops == 0 && !c.isTrusted(peer) {
+			require.Equal(t, peer, want, "untrusted peer: the client is the peer itself")
 		}
-		want := c.key(referenceClient(c, peer, lines))
-		if got != want {
-			t.Fatalf("KeyByIP = %q, reference %q (remote %q, %s %q)", got, want, remote, header, value)
+
+		// The key: the client's address, or its network when grouped.
+		bits := config.IPv4Bits
+		if want.Is6() {
+			bits = config.IPv6Bits
 		}
-		if c.hops == 0 && !c.isTrusted(peer) && got != c.key(peer) {
-			t.Fatalf("untrusted peer %v: key %q, want its own", peer, got)
+		wantKey := "ip:" + want.String()
+		if bits < want.BitLen() {
+			wantKey = "ip:" + netip.PrefixFrom(want, bits).Masked().String()
 		}
-		rest, ok := strings.CutPrefix(got, "ip:")
-		if !ok {
-			t.Fatalf("key %q without the ip: prefix", got)
-		}
-		if _, err := netip.ParseAddr(rest); err != nil {
-			if _, err := netip.ParsePrefix(rest); err != nil {
-				t.Fatalf("key %q is neither an address nor a prefix", got)
-			}
-		}
+		require.Equal(t, wantKey, got, "key of client %v grouped by %d bits", want, bits)
 	})
 }
 
@@ -135,21 +134,18 @@ func referenceClient(c *ipConfig, peer netip.Addr, lines []string) netip.Addr {
 }
 
 // FuzzParseNode checks that whatever parses as an address is a usable
-// one, and that it reads back the same.
+// one, that it reads back the same, and that a quoted Forwarded for= of
+// it is read as the grammar says.
 func FuzzParseNode(f *testing.F) {
 	for _, s := range []string{"192.0.2.1", " 192.0.2.1:80 ", "[2001:db8::1]:443", "fe80::1%eth0", "::ffff:1.2.3.4", "[1.2.3.4]", "0.0.0.0", "1.2.3.4:", "[::1]x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		a, ok := parseNode(s)
-		if !ok {
-			return
-		}
-		if !a.IsValid() || a.IsUnspecified() || a.Is4In6() || a.Zone() != "" {
-			t.Fatalf("parseNode(%q) = %v: not a usable address", s, a)
-		}
-		if b, ok := parseNode(a.String()); !ok || b != a {
-			t.Fatalf("parseNode(%q) = %v, which reads back as (%v, %v)", s, a, b, ok)
+		if ok {
+			require.True(t, a.IsValid() && !a.IsUnspecified() && !a.Is4In6() && a.Zone() == "", "parseNode(%q) = %v: not a usable address", s, a)
+			b, ok := parseNode(a.String())
+			require.True(t, ok && b == a, "parseNode(%q) = %v, which reads back as (%v, %v)", s, a, b, ok)
 		}
 		checkForwardedElement(t, "for=\""+s+"\"")
 	})
@@ -162,6 +158,7 @@ func FuzzParseForwardedElement(f *testing.F) {
 		"for=192.0.2.60;proto=http;by=203.0.113.43", `for="[2001:db8:cafe::17]:4711"`, "For=198.51.100.1:80",
 		`for="1::%0";="`, `for="1.2.3.4";a="b"`, `for="1.2.3.4";a="b;for=5.6.7.8"`, `for="1.2.3.4\"`,
 		";;for=1.2.3.4;", "for = 1.2.3.4", "for=1.2.3.4;proto=h\"ttp", `proto="\\";for=[::1]`, "for=unknown",
+		"for=1.2.3.4 by=5.6.7.8",
 	} {
 		f.Add(s)
 	}
@@ -172,10 +169,10 @@ func FuzzParseForwardedElement(f *testing.F) {
 // quoted-string, with the parser's one leniency (unquoted values may hold
 // ':', '[' and ']') and OWS around the pairs.
 var (
-	fwdToken  = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+"
-	fwdValue  = `(?:"(?:[\t \x21\x23-\x5b\x5d-\x7e\x{80}-\x{10ffff}]|\\[\t \x21-\x7e\x{80}-\x{10ffff}])*"|[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]+)`
-	fwdPair   = regexp.MustCompile("(" + fwdToken + ")=(" + fwdValue + ")")
-	fwdSyntax = regexp.MustCompile("^[ \t]*(?:" + fwdToken + "=" + fwdValue + ")?(?:[ \t]*;[ \t]*(?:" + fwdToken + "=" + fwdValue + ")?)*[ \t]*$")
+	keysFwdToken  = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+"
+	keysFwdValue  = `(?:"(?:[\t \x21\x23-\x5b\x5d-\x7e\x{80}-\x{10ffff}]|\\[\t \x21-\x7e\x{80}-\x{10ffff}])*"|[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]+)`
+	keysFwdPair   = regexp.MustCompile("(" + keysFwdToken + ")=(" + keysFwdValue + ")")
+	keysFwdSyntax = regexp.MustCompile("^[ \t]*(?:" + keysFwdToken + "=" + keysFwdValue + ")?(?:[ \t]*;[ \t]*(?:" + keysFwdToken + "=" + keysFwdValue + ")?)*[ \t]*$")
 )
 
 // checkForwardedElement fails t unless parseForwardedElement(e) yields
@@ -184,10 +181,10 @@ var (
 func checkForwardedElement(t *testing.T, e string) {
 	got, ok := parseForwardedElement(e)
 	var want netip.Addr
-	wantOK := len(e) <= maxElementLen && fwdSyntax.MatchString(e)
+	wantOK := len(e) <= maxElementLen && keysFwdSyntax.MatchString(e)
 	if wantOK {
 		var fors []string
-		for _, m := range fwdPair.FindAllStringSubmatch(e, -1) {
+		for _, m := range keysFwdPair.FindAllStringSubmatch(e, -1) {
 			if strings.EqualFold(m[1], "for") {
 				fors = append(fors, m[2])
 			}
@@ -204,50 +201,45 @@ func checkForwardedElement(t *testing.T, e string) {
 			}
 		}
 	}
-	if ok != wantOK || got != want {
-		t.Fatalf("parseForwardedElement(%q) = (%v, %v), the grammar says (%v, %v)", e, got, ok, want, wantOK)
-	}
+	require.True(t, ok == wantOK && got == want, "parseForwardedElement(%q) = (%v, %v), the grammar says (%v, %v)", e, got, ok, want, wantOK)
 }
 
-// fuzzSecret is the HMAC secret of the JWT fuzz targets.
-var fuzzSecret = []byte("0123456789abcdef0123456789abcdef")
+// keysFuzzSecret is the HMAC secret of the JWT fuzz targets.
+var keysFuzzSecret = []byte("0123456789abcdef0123456789abcdef")
 
 // FuzzKeyByJWTSubjectHeader feeds arbitrary Authorization values: a key
 // may come back only for a token an independent verification accepts,
 // and then it must be its subject.
 func FuzzKeyByJWTSubjectHeader(f *testing.F) {
-	good, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "exp": 4102444800}).SignedString(fuzzSecret)
+	good, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "exp": 4102444800}).SignedString(keysFuzzSecret)
 	for _, s := range []string{"Bearer " + good, "bearer " + good + " ", "Bearer " + good[:len(good)-2], "Basic YWxpY2U6c2VjcmV0", "Bearer", "Bearer a.b.c", "Bearer ...."} {
 		f.Add(s)
 	}
-	k := KeyByJWTSubject(fuzzSecret)
+	k := KeyByJWTSubject(keysFuzzSecret)
 	f.Fuzz(func(t *testing.T, auth string) {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header["Authorization"] = []string{auth}
-		got, err := k(r)
+		got, err := k.Key(r)
 		if err != nil {
 			var ke *KeyError
-			if !errors.As(err, &ke) || ke.Status != http.StatusUnauthorized || !strings.HasPrefix(ke.Challenge, "Bearer") {
-				t.Fatalf("error %v, want a 401 KeyError with a Bearer challenge", err)
-			}
+			require.True(t, errors.As(err, &ke) && ke.Status == http.StatusUnauthorized && strings.HasPrefix(ke.Challenge, "Bearer"),
+				"error %v, want a 401 KeyError with a Bearer challenge", err)
 			return
 		}
 		tok, _ := bearerToken(auth)
 		claims := jwt.MapClaims{}
 		_, verr := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired()).
-			ParseWithClaims(tok, claims, func(*jwt.Token) (any, error) { return fuzzSecret, nil })
-		if verr != nil {
-			t.Fatalf("key %q for a token the reference refuses: %v", got, verr)
-		}
-		if sub, _ := claims.GetSubject(); got != "sub:"+sub || sub == "" {
-			t.Fatalf("key %q, want sub:%s", got, sub)
-		}
+			ParseWithClaims(tok, claims, func(*jwt.Token) (any, error) { return keysFuzzSecret, nil })
+		require.NoError(t, verr, "key %q for a token the reference refuses", got)
+		sub, _ := claims.GetSubject()
+		require.NotEmpty(t, sub, "key %q for a token without a subject", got)
+		require.Equal(t, "sub:"+sub, got)
 	})
 }
 
 // FuzzKeyByJWTSubjectClaims signs fuzzed claims and checks the decision
-// against the rules: HS256 only, exp required and in the future, the
-// issuer and audience required.
+// against the rules: HS256 only, exp required and in the future, and the
+// issuer and audience required where the config names them.
 func FuzzKeyByJWTSubjectClaims(f *testing.F) {
 	f.Add("alice", int64(3600), true, "iss-A", "aud-A", uint8(0))
 	f.Add("alice", int64(-3600), true, "iss-A", "aud-A", uint8(0))
@@ -257,7 +249,8 @@ func FuzzKeyByJWTSubjectClaims(f *testing.F) {
 	f.Add("", int64(3600), true, "iss-A", "aud-A", uint8(0))
 	f.Add("alice", int64(3600), true, "iss-A", "aud-A", uint8(1))
 	f.Add("alice", int64(3600), true, "iss-A", "aud-A", uint8(2))
-	k := KeyByJWTSubject(fuzzSecret, JWTIssuer("iss-A"), JWTAudience("aud-A"))
+	strict := KeyByJWTSubject(keysFuzzSecret, JWTConfig{Issuer: "iss-A", Audience: []string{"aud-A"}})
+	lax := KeyByJWTSubject(keysFuzzSecret)
 	f.Fuzz(func(t *testing.T, sub string, expIn int64, hasExp bool, iss, aud string, alg uint8) {
 		if !utf8.ValidString(sub) || !utf8.ValidString(iss) || !utf8.ValidString(aud) {
 			return // JSON would rewrite them
@@ -274,237 +267,105 @@ func FuzzKeyByJWTSubjectClaims(f *testing.F) {
 		var err error
 		switch alg % 3 {
 		case 0:
-			tok, err = jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(fuzzSecret)
+			tok, err = jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(keysFuzzSecret)
 		case 1:
-			tok, err = jwt.NewWithClaims(jwt.SigningMethodHS512, claims).SignedString(append(fuzzSecret, fuzzSecret...))
+			tok, err = jwt.NewWithClaims(jwt.SigningMethodHS512, claims).SignedString(append(keysFuzzSecret, keysFuzzSecret...))
 		case 2:
 			tok, err = jwt.NewWithClaims(jwt.SigningMethodNone, claims).SignedString(jwt.UnsafeAllowNoneSignatureType)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("Authorization", "Bearer "+tok)
-		got, err := k(r)
-		want := alg%3 == 0 && hasExp && expIn > 0 && iss == "iss-A" && aud == "aud-A" && sub != "" && len(tok) <= DefaultJWTMaxLength
-		if want && (err != nil || got != "sub:"+sub) {
-			t.Fatalf("claims %v (alg %d): (%q, %v), want sub:%s", claims, alg%3, got, err, sub)
-		}
-		if !want && err == nil {
-			t.Fatalf("claims %v (alg %d): key %q, want a refusal", claims, alg%3, got)
+
+		valid := alg%3 == 0 && hasExp && expIn > 0 && sub != "" && len(tok) <= defaultJWTMaxLength
+		for _, c := range []struct {
+			name string
+			k    Keyer
+			want bool
+		}{
+			{"strict", strict, valid && iss == "iss-A" && aud == "aud-A"},
+			{"lax", lax, valid},
+		} {
+			got, err := c.k.Key(r)
+			if c.want {
+				require.NoError(t, err, "%s: claims %v (alg %d)", c.name, claims, alg%3)
+				require.Equal(t, "sub:"+sub, got, "%s: claims %v", c.name, claims)
+			} else {
+				require.Error(t, err, "%s: claims %v (alg %d): key %q, want a refusal", c.name, claims, alg%3, got)
+			}
 		}
 	})
 }
 
 // FuzzKeyCompose checks that KeyJoin and KeyHashed never make one key of
-// two different inputs, and that KeyFirst takes the first key found.
+// two different inputs, that a key too long to keep is digested as the
+// same key kept whole would be, and that KeyFirst takes the first key
+// found.
 func FuzzKeyCompose(f *testing.F) {
 	f.Add("ip:1.2.3.4", "apikey:x", "ip:1.2.3.4|apikey:x", "", uint8(0))
 	f.Add("a|b", "c", "a", "b|c", uint8(1))
 	f.Add("a%7Cb", "c", "a|b", "c", uint8(2))
 	f.Add("%", "|", "%25", "%7C", uint8(3))
+	f.Add("k", "v", "k", "w", uint8(0x10))
+	f.Add("k", "v", "k|v", "", uint8(0x30))
 	f.Fuzz(func(t *testing.T, a1, b1, a2, b2 string, absent uint8) {
-		fixed := func(s string) KeyFunc { return func(*http.Request) (string, error) { return s, nil } }
+		fixed := func(s string) Keyer { return KeyFunc(func(*http.Request) (string, error) { return s, nil }) }
 		join := func(a, b string) string {
-			k, err := KeyJoin(fixed(a), fixed(b))(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			k, err := KeyJoin(fixed(a), fixed(b)).Key(nil)
+			require.NoError(t, err)
 			return k
 		}
-		if same := a1 == a2 && b1 == b2; (join(a1, b1) == join(a2, b2)) != same {
-			t.Fatalf("KeyJoin(%q, %q) = %q and KeyJoin(%q, %q) = %q", a1, b1, join(a1, b1), a2, b2, join(a2, b2))
+		same := a1 == a2 && b1 == b2
+		require.Equal(t, same, join(a1, b1) == join(a2, b2), "KeyJoin(%q, %q) = %q and KeyJoin(%q, %q) = %q", a1, b1, join(a1, b1), a2, b2, join(a2, b2))
+		require.Equal(t, a1 == a2, hashKey("", a1) == hashKey("", a2), "hashKey(%q) = %q, hashKey(%q) = %q", a1, hashKey("", a1), a2, hashKey("", a2))
+		h := hashKey("", a1)
+		require.True(t, len(h) <= len("apikey.sha256:")+22 && strings.Contains(h, ".sha256:"), "hashKey(%q) = %q: malformed", a1, h)
+		require.Equal(t, hashKey("", "apikey:"+a1), hashKey("apikey:", a1), "key %q digested in two parts", "apikey:"+a1)
+
+		// KeyHashed over KeyJoin digests the whole join, whether its
+		// parts are short or too long to keep (bits 4 and 5 of absent),
+		// and KeyJoin alone refuses a join with a part too long.
+		part := func(s string, long bool) Keyer {
+			if !long {
+				return fixed("apikey:" + s)
+			}
+			return KeyFunc(func(*http.Request) (string, error) {
+				return "", &longKey{KeyError: &KeyError{Status: http.StatusRequestHeaderFieldsTooLarge}, kind: "apikey:", value: s}
+			})
 		}
-		if (hashKey("", a1) == hashKey("", a2)) != (a1 == a2) {
-			t.Fatalf("hashKey(%q) = %q, hashKey(%q) = %q", a1, hashKey("", a1), a2, hashKey("", a2))
-		}
-		if h := hashKey("", a1); len(h) > 32+len(".sha256:")+22 || !strings.Contains(h, ".sha256:") {
-			t.Fatalf("hashKey(%q) = %q: malformed", a1, h)
+		long1, long2 := absent&16 != 0, absent&32 != 0
+		parts := []Keyer{part(a1, long1), part(b1, long2)}
+		hashed, err := KeyHashed(KeyJoin(parts...)).Key(nil)
+		require.NoError(t, err)
+		require.Equal(t, hashKey("", join("apikey:"+a1, "apikey:"+b1)), hashed, "KeyHashed(KeyJoin(%q, %q)), too long: %v, %v", a1, b1, long1, long2)
+		if _, err := KeyJoin(parts...).Key(nil); long1 || long2 {
+			var ke *KeyError
+			require.True(t, errors.As(err, &ke) && ke.Status == http.StatusRequestHeaderFieldsTooLarge, "KeyJoin with a part too long: error %v, want a 431", err)
+		} else {
+			require.NoError(t, err)
 		}
 
 		// KeyFirst over four extractors, those marked in absent finding
 		// nothing.
-		var fns []KeyFunc
+		var keys []Keyer
 		want, found := "", false
 		for i, s := range []string{a1, b1, a2, b2} {
 			if absent&(1<<i) != 0 {
-				fns = append(fns, func(*http.Request) (string, error) { return "", noKey(&KeyError{Status: 400 + i}) })
+				keys = append(keys, KeyFunc(func(*http.Request) (string, error) { return "", noKey(&KeyError{Status: 400 + i}) }))
 				continue
 			}
-			fns = append(fns, fixed(s))
+			keys = append(keys, fixed(s))
 			if !found {
 				want, found = s, true
 			}
 		}
-		got, err := KeyFirst(fns...)(nil)
+		got, err := KeyFirst(keys...).Key(nil)
 		if absent&15 == 15 {
 			var ke *KeyError
-			if !errors.As(err, &ke) || ke.Status != 400 || !errors.Is(err, ErrNoKey) {
-				t.Fatalf("KeyFirst, all absent: (%q, %v), want the first error", got, err)
-			}
+			require.True(t, errors.As(err, &ke) && ke.Status == 400 && errors.Is(err, ErrNoKey), "KeyFirst, all absent: (%q, %v), want the first error", got, err)
 			return
 		}
-		if err != nil || got != want {
-			t.Fatalf("KeyFirst (absent %04b): (%q, %v), want %q", absent&15, got, err, want)
-		}
-	})
-}
-
-// FuzzMemoryStore runs random operations against a memory store with a
-// fake clock and checks every result against a plain reference of the
-// sliding log: the same decisions and figures, Remaining in [0, limit],
-// RetryAfter of at least 1 ms on every rejection (the clock moves in
-// whole milliseconds), and a log never longer than the limit.
-//
-// Each operation is two bytes: the first picks the key (low two bits)
-// and the cost (1 + the next two bits); the second advances the clock,
-// by that many milliseconds, times 16 when the high bit of the first
-// byte is set.
-func FuzzMemoryStore(f *testing.F) {
-	f.Add(uint8(3), uint16(1000), uint8(0), uint16(0), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 200, 0, 200, 0, 200, 0, 200, 0, 200})
-	f.Add(uint8(2), uint16(100), uint8(5), uint16(3000), []byte{4, 10, 1, 10, 0, 50, 8, 1, 0x80, 255, 0, 0})
-	f.Add(uint8(1), uint16(1), uint8(0), uint16(0), []byte{0, 0, 0, 1, 0, 0, 0, 2})
-	f.Fuzz(func(t *testing.T, limit uint8, window uint16, limit2 uint8, window2 uint16, ops []byte) {
-		policies := []Policy{{Name: "a", Limit: 1 + int(limit%8), Window: time.Duration(1+window%5000) * time.Millisecond}}
-		if window2 != 0 {
-			policies = append(policies, Policy{Name: "b", Limit: 1 + int(limit2%16), Window: time.Duration(1+window2%20000) * time.Millisecond})
-		}
-		set := mustSet(t, policies...) // in the order of names, as given
-		base := time.Now()
-		var off atomic.Int64
-		s, err := NewMemoryStore(WithClock(func() time.Time { return base.Add(time.Duration(off.Load())) }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		ref := map[string][][]int64{} // key -> per policy: instants
-		keys := []string{"k0", "k1", "k2", "k3"}
-		for i := 0; i+1 < len(ops) && i < 2000; i += 2 {
-			step := time.Duration(ops[i+1]) * time.Millisecond
-			if ops[i]&0x80 != 0 {
-				step *= 16
-			}
-			off.Add(int64(step))
-			now := off.Load()
-			key := keys[ops[i]&3]
-			cost := 1 + int(ops[i]>>2&3)
-
-			got, err := s.Take(context.Background(), key, set, cost)
-			want, wantErr := referenceTake(ref, key, policies, now, cost)
-			if wantErr != nil {
-				if !errors.Is(err, wantErr) {
-					t.Fatalf("op %d (%s cost %d): error %v, want %v", i/2, key, cost, err, wantErr)
-				}
-				continue
-			}
-			if err != nil {
-				t.Fatalf("op %d (%s cost %d): error %v", i/2, key, cost, err)
-			}
-			if want.At = got.At; got != want {
-				t.Fatalf("op %d (%s cost %d at %v): got %+v, reference %+v", i/2, key, cost, time.Duration(now), got, want)
-			}
-			if got.Remaining < 0 || got.Remaining > got.Limit {
-				t.Fatalf("op %d: Remaining %d outside [0, %d]", i/2, got.Remaining, got.Limit)
-			}
-			if !got.Allowed && got.RetryAfter < time.Millisecond {
-				t.Fatalf("op %d: rejected with RetryAfter %v, want at least 1ms", i/2, got.RetryAfter)
-			}
-			checkLogs(t, s, key, set)
-		}
-	})
-}
-
-// checkLogs checks that no log of key holds more than its policy's limit.
-func checkLogs(t *testing.T, s *MemoryStore, key string, set PolicySet) {
-	e, sts := findEntry(s, key, set)
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for j := range set.Len() {
-		p, st := set.At(j), sts.at(j)
-		if int(st.n) > p.Limit || int(st.size()) > p.Limit {
-			t.Fatalf("key %s policy %s: %d instants in a ring of %d, limit %d", key, p.Name, st.n, st.size(), p.Limit)
-		}
-	}
-}
-
-// referenceTake is Store.Take written plainly over slices of instants.
-func referenceTake(ref map[string][][]int64, key string, policies []Policy, now int64, cost int) (Result, error) {
-	for _, p := range policies {
-		if cost > p.Limit {
-			return Result{}, ErrCostExceedsLimit
-		}
-	}
-	logs := ref[key]
-	if logs == nil {
-		logs = make([][]int64, len(policies))
-		ref[key] = logs
-	}
-	for i, p := range policies {
-		var kept []int64
-		for _, at := range logs[i] {
-			if at > now-int64(p.Window) {
-				kept = append(kept, at)
-			}
-		}
-		logs[i] = kept
-	}
-	// Rejected: the violated policy with the longest wait (the first of
-	// equals).
-	var worst *Result
-	for i, p := range policies {
-		l := logs[i]
-		if len(l)+cost <= p.Limit {
-			continue
-		}
-		r := Result{
-			Limit:      p.Limit,
-			Remaining:  p.Limit - len(l),
-			RetryAfter: time.Duration(l[len(l)+cost-p.Limit-1] + int64(p.Window) - now),
-			Reset:      time.Duration(l[0] + int64(p.Window) - now),
-			Policy:     p.Name,
-		}
-		if worst == nil || r.RetryAfter > worst.RetryAfter {
-			worst = &r
-		}
-	}
-	if worst != nil {
-		return *worst, nil
-	}
-	// Allowed: the fewest remaining, then the longest reset, then the
-	// first.
-	for i, p := range policies {
-		for range cost {
-			logs[i] = append(logs[i], now)
-		}
-		l := logs[i]
-		r := Result{
-			Allowed:   true,
-			Limit:     p.Limit,
-			Remaining: p.Limit - len(l),
-			Reset:     time.Duration(l[0] + int64(p.Window) - now),
-			Policy:    p.Name,
-		}
-		if worst == nil || r.Remaining < worst.Remaining || r.Remaining == worst.Remaining && r.Reset > worst.Reset {
-			worst = &r
-		}
-	}
-	return *worst, nil
-}
-
-// FuzzAcceptsProblem checks that any Accept value is parsed without
-// panicking, and that naming application/problem+json alone is read as
-// asking for it.
-func FuzzAcceptsProblem(f *testing.F) {
-	for _, s := range []string{"application/problem+json", "a/b;q=0.5, application/problem+json;q=0", "*/*", ";;,,", "application/problem+json;q=NaN", `application/problem+json;x="a,b"`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, accept string) {
-		acceptsProblem([]string{accept})
-		if !acceptsProblem([]string{accept, "application/problem+json"}) {
-			t.Fatalf("%q then application/problem+json: not read as asking for problem details", accept)
-		}
+		require.NoError(t, err, "KeyFirst (absent %04b)", absent&15)
+		require.Equal(t, want, got, "KeyFirst (absent %04b)", absent&15)
 	})
 }

@@ -1,8 +1,10 @@
 package ratelimit
 
+import "time"
+
 // gcra is the generic cell rate algorithm: a token bucket of limit tokens
 // refilled at limit per window, kept as a single instant, the theoretical
-// arrival time (tat) at which the bucket would be full again.
+// arrival time (tat, in state.t) at which the bucket would be full again.
 //
 // Each request advances tat by the emission interval T = window/limit
 // (rounded up, so the rate never exceeds limit per window); a request fits
@@ -11,60 +13,53 @@ package ratelimit
 type gcra struct{}
 
 // interval returns the emission interval, rounded up.
-func interval(limit, window int64) int64 { return (window + limit - 1) / limit }
-
-func (gcra) decide(s *state, limit, window, now, cost int64) verdict {
-	t := interval(limit, window)
-	depth := limit * t
-	tat := max(s.t, now)
-	if next := tat + cost*t; next-depth > now {
-		return verdict{
-			remaining: (now + depth - tat) / t,
-			retry:     next - depth - now,
-			reset:     gcraReset(tat, now, depth, t),
-		}
-	}
-	return verdict{ok: true, remaining: (now+depth-tat)/t - cost}
+func interval(p *Policy) int64 {
+	limit := int64(p.Limit)
+	return (int64(p.Window) + limit - 1) / limit
 }
 
-func (gcra) record(s *state, limit, window, now, cost int64) verdict {
-	t := interval(limit, window)
-	depth := limit * t
-	s.t = max(s.t, now) + cost*t
-	return verdict{ok: true, remaining: (now + depth - s.t) / t, reset: gcraReset(s.t, now, depth, t)}
-}
-
-// gcraReset returns how long until one more request fits than fits now:
-// until tat - depth + (remaining+1)*T, or 0 when the bucket is full.
-func gcraReset(tat, now, depth, t int64) int64 {
-	if tat <= now {
-		return 0
-	}
-	r := (now + depth - tat) / t
-	return tat - depth + (r+1)*t - now
-}
-
-func (gcra) peek(s *state, limit, window, now int64) verdict {
-	t := interval(limit, window)
-	depth := limit * t
-	tat := max(s.t, now)
-	v := verdict{remaining: (now + depth - tat) / t, reset: gcraReset(tat, now, depth, t)}
-	if next := tat + t; next-depth > now {
-		v.retry = next - depth - now
+func (gcra) decide(s *state, p *Policy, now int64, cost int) verdict {
+	t := interval(p)
+	depth := int64(p.Limit) * t
+	tat := max(s.t[0], now)
+	v := verdict{remaining: int(max(now+depth-tat, 0) / t), reset: gcraReset(tat, now, depth, t)}
+	if next := tat + int64(cost)*t; next-depth > now {
+		v.retry = time.Duration(next - depth - now)
 	} else {
 		v.ok = true
 	}
 	return v
 }
 
-// refund gives back the share of the bucket cost requests took.
-func (gcra) refund(s *state, limit, window, _, _, cost int64) {
-	s.t -= cost * interval(limit, window)
+func (gcra) record(s *state, p *Policy, now int64, cost int) verdict {
+	t := interval(p)
+	depth := int64(p.Limit) * t
+	s.t[0] = max(s.t[0], now) + int64(cost)*t
+	return verdict{ok: true, remaining: int(max(now+depth-s.t[0], 0) / t), reset: gcraReset(s.t[0], now, depth, t)}
+}
+
+// gcraReset returns how long until one more request fits than fits now:
+// until tat - depth + (remaining+1)*T, or 0 when the bucket is full. The
+// bucket holds less than nothing (tat is beyond now+depth) when the limit
+// was lowered since it was last used.
+func gcraReset(tat, now, depth, t int64) time.Duration {
+	if tat <= now {
+		return 0
+	}
+	r := max(now+depth-tat, 0) / t
+	return time.Duration(tat - depth + (r+1)*t - now)
+}
+
+// refund gives back what of the requests' share of the bucket has not
+// refilled since at: their share is cost*T, and the bucket refills one T
+// per T. It never gives back more, however the bucket was used since, so
+// that a request whose share refilled long ago is not counted twice.
+func (gcra) refund(s *state, p *Policy, now, at int64, cost int) {
+	share := int64(cost) * interval(p)
+	if give := min(share, at+share-now); give > 0 {
+		s.t[0] -= give
+	}
 }
 
 // idleAt: once tat is past, the bucket is full, as for a new key.
-func (gcra) idleAt(s *state, _, _ int64) int64 { return s.t }
-
-func (gcra) minIdle(limit, window int64) int64 { return interval(limit, window) }
-
-func (gcra) last(s *state) int64 { return s.t }
+func (gcra) idleAt(s *state, _ *Policy) int64 { return s.t[0] }

@@ -6,37 +6,26 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unsafe"
 )
 
-// HeaderSet selects the rate-limit headers a response carries.
+// HeaderSet selects the rate-limit headers a response carries: a union of
+// the constants below, or 0 for none (Retry-After still goes on every
+// 429).
 type HeaderSet int
 
 const (
-	// HeadersNone sends no rate-limit headers (Retry-After still goes on
-	// every 429).
-	HeadersNone HeaderSet = iota
 	// HeadersLegacy sends X-RateLimit-Limit, X-RateLimit-Remaining and
-	// X-RateLimit-Reset, as GitHub and most Go limiters do.
-	HeadersLegacy
+	// X-RateLimit-Reset, as GitHub and most Go limiters do; the reset in
+	// seconds from now, rounded up, unless HeadersUnixReset.
+	HeadersLegacy HeaderSet = 1 << iota
 	// HeadersIETF sends RateLimit-Policy and RateLimit as in
 	// draft-ietf-httpapi-ratelimit-headers-10.
 	HeadersIETF
-	// HeadersBoth sends both sets; the default.
-	HeadersBoth
-)
-
-// ResetFormat selects what X-RateLimit-Reset carries.
-type ResetFormat int
-
-const (
-	// ResetSeconds sends the seconds until the quota grows again, rounded
-	// up: the same figure as RateLimit's t, and immune to client clock
-	// skew. The default.
-	ResetSeconds ResetFormat = iota
-	// ResetUnix sends the Unix time, in seconds rounded up, at which the
-	// quota grows again, as GitHub does.
-	ResetUnix
+	// HeadersUnixReset, with HeadersLegacy, makes X-RateLimit-Reset the
+	// Unix time, in seconds rounded up, at which the quota grows again,
+	// as GitHub sends it, instead of the seconds until then (the same
+	// figure as RateLimit's t, and immune to clients' clock skew).
+	HeadersUnixReset
 )
 
 // Canonical header names, written into the map directly to skip
@@ -59,73 +48,66 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// headerValues holds one response's header values. The middleware
-// allocates it once per request (alone, or inside the decision it puts in
-// the context) and points every header at it, instead of allocating a
-// slice and a string per header.
-//
-// buf holds the formatted numbers of a typical response, sized so that
-// the whole fits a small size class; a response needing more (long policy
-// names, huge windows, a partition key) spills to one more allocation,
-// which append makes on its own.
-type headerValues struct {
-	vals [6]string
-	buf  [32]byte
+// SetHeaders writes into h the headers Handler sends for d: the rate-limit
+// headers WithHeaders selects, when the store decided the request, and
+// Retry-After when d refuses it. It is for servers that answer a Decision
+// themselves.
+func (l *Limiter) SetHeaders(h http.Header, d Decision) {
+	if d.decided {
+		l.writeHeaders(h, &d)
+	}
 }
 
-// writeHeaders writes the headers for d, which the store decided, into h,
-// with hv as the only memory they need. Numbers are formatted into hv.buf,
-// or into the array append moves to if it fills; the strings made from
-// either alias bytes that are never written again, so they stay immutable
-// as strings must.
-func (l *Limiter) writeHeaders(h http.Header, d *Decision, hv *headerValues) {
-	p, res := d.plan, d.Result
-	b := hv.buf[:0]
-	str := func(from int) string { return unsafe.String(&b[from], len(b)-from) }
+// writeHeaders writes the headers for d, which the store decided, into h.
+// The numbers of all the values are formatted into one string, which the
+// values are cut from, and every header's slice into one array: a
+// response's headers cost two allocations, whatever their number.
+func (l *Limiter) writeHeaders(h http.Header, d *Decision) {
+	res := &d.Result
+	var buf [64]byte
+	b := buf[:0]
+	var ends [5]int // where each number ends in b
 	reset := ceilSeconds(res.Reset)
-
-	if l.headers == HeadersLegacy || l.headers == HeadersBoth {
-		hv.vals[0] = p.limitHV[p.index(res.Policy)]
-		i := len(b)
-		b = strconv.AppendInt(b, int64(res.Remaining), 10)
-		hv.vals[1] = str(i)
-		i = len(b)
-		if l.resetFmt == ResetUnix {
-			b = strconv.AppendInt(b, l.wallClock().Add(res.Reset+time.Second-1).Unix(), 10)
-		} else {
-			b = strconv.AppendInt(b, reset, 10)
-		}
-		hv.vals[2] = str(i)
-		h[hdrLimit] = hv.vals[0:1:1]
-		h[hdrRemaining] = hv.vals[1:2:2]
-		h[hdrReset] = hv.vals[2:3:3]
-	}
-	if l.headers == HeadersIETF || l.headers == HeadersBoth {
-		hv.vals[3] = p.policyHV
-		i := len(b)
-		b = append(b, '"')
-		b = append(b, res.Policy...)
-		b = append(b, `";r=`...)
-		b = strconv.AppendInt(b, int64(res.Remaining), 10)
-		b = append(b, ";t="...)
+	if l.headers&HeadersUnixReset != 0 {
+		b = strconv.AppendInt(b, res.At.Add(res.Reset+time.Second-1).Unix(), 10)
+	} else {
 		b = strconv.AppendInt(b, reset, 10)
-		if l.pkSecret != nil {
-			var pk [9]byte
-			b = append(b, ";pk=:"...)
-			b = base64.StdEncoding.AppendEncode(b, partitionKey(&pk, l.pkSecret, d.key))
-			b = append(b, ':')
-		}
-		hv.vals[4] = str(i)
-		h[hdrPolicy] = hv.vals[3:4:4]
-		h[hdrRateLimit] = hv.vals[4:5:5]
 	}
-	// Only a refusal says when to come back: a request served in dry run
-	// was not refused.
+	ends[0] = len(b)
+	b = strconv.AppendInt(b, int64(res.Remaining), 10)
+	ends[1] = len(b)
+	b = append(b, '"')
+	b = append(b, res.Policy...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, int64(res.Remaining), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, reset, 10)
+	if l.pkSecret != nil {
+		b = append(b, ";pk=:"...)
+		b = base64.StdEncoding.AppendEncode(b, partitionKey(l.pkSecret, d.key))
+		b = append(b, ':')
+	}
+	ends[2] = len(b)
 	if d.Outcome == Refuse {
-		i := len(b)
+		// Only a refusal says when to come back: a request served in dry
+		// run was not refused.
 		b = strconv.AppendInt(b, max(1, ceilSeconds(res.RetryAfter)), 10)
-		hv.vals[5] = str(i)
-		h[hdrRetryAfter] = hv.vals[5:6:6]
+	}
+	ends[3] = len(b)
+	s := string(b)
+
+	v := new([6]string)
+	if l.headers&HeadersLegacy != 0 {
+		v[0], v[1], v[2] = d.plan.limit(res.Policy), s[ends[0]:ends[1]], s[:ends[0]]
+		h[hdrLimit], h[hdrRemaining], h[hdrReset] = v[0:1:1], v[1:2:2], v[2:3:3]
+	}
+	if l.headers&HeadersIETF != 0 {
+		v[3], v[4] = d.plan.policyHV, s[ends[1]:ends[2]]
+		h[hdrPolicy], h[hdrRateLimit] = v[3:4:4], v[4:5:5]
+	}
+	if d.Outcome == Refuse {
+		v[5] = s[ends[2]:ends[3]]
+		h[hdrRetryAfter] = v[5:6:6]
 	}
 }
 
@@ -133,11 +115,10 @@ func (l *Limiter) writeHeaders(h http.Header, d *Decision, hv *headerValues) {
 // SHA-256(secret || key), so that clients can tell partitions apart while
 // the key itself (an API key, an address) never leaves the server and
 // cannot be guessed back without the per-limiter secret.
-func partitionKey(dst *[9]byte, secret []byte, key string) []byte {
-	var buf [320]byte
-	b := append(buf[:0], secret...)
-	b = append(b, key...)
-	sum := sha256.Sum256(b)
-	copy(dst[:], sum[:])
-	return dst[:]
+func partitionKey(secret []byte, key string) []byte {
+	h := sha256.New()
+	h.Write(secret)
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	return h.Sum(sum[:0])[:9]
 }

@@ -15,102 +15,79 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// A JWTOption configures KeyByJWTSubject: see JWTAlgorithms, JWTIssuer,
-// JWTAudience, JWTLeeway and JWTMaxLength. A nil JWTOption is a
-// configuration error.
-type JWTOption func(*jwtConfig)
-
-type jwtConfig struct {
-	algs   []string
-	iss    string
-	aud    []string
-	leeway time.Duration
-	maxLen int
-	errs   []error
+// JWTConfig configures KeyByJWTSubject. The zero JWTConfig accepts the
+// one algorithm that fits the key, any issuer and audience, no clock
+// skew, and tokens of up to 8 KiB.
+type JWTConfig struct {
+	// Algorithms pins the signature algorithms a token may use (by their
+	// JOSE names: "HS256", "RS256", "PS256", "ES256", "EdDSA", ...). If
+	// empty, the one algorithm that fits the key is accepted: HS256 for a
+	// []byte secret, RS256 for an RSA key, ES256, ES384 or ES512 by the
+	// curve of an ECDSA key, EdDSA for an Ed25519 key. "none" is never
+	// accepted, nor a mix of HMAC and public-key algorithms (the
+	// confusion that lets a public key be used as an HMAC secret), nor an
+	// algorithm that does not fit the key.
+	Algorithms []string
+	// Issuer, if set, is required in the token's iss claim.
+	Issuer string
+	// Audience, if set, requires the token's aud claim to name at least
+	// one of its values.
+	Audience []string
+	// Leeway tolerates clock skew between the token's issuer and this
+	// server when checking exp and nbf: 0 to 5 minutes.
+	Leeway time.Duration
+	// MaxLength is the longest bearer token parsed, in bytes: 256 to 1
+	// MiB, or 0 for 8 KiB, several times a token with a generous set of
+	// claims. A longer one is refused before any parsing, so that an
+	// oversized token costs no more than a comparison.
+	MaxLength int
 }
 
-// DefaultJWTMaxLength is the longest bearer token KeyByJWTSubject parses
-// unless JWTMaxLength says otherwise: 8 KiB, several times a token with a
-// generous set of claims.
-const DefaultJWTMaxLength = 8 << 10
+// defaultJWTMaxLength is the MaxLength of the zero JWTConfig.
+const defaultJWTMaxLength = 8 << 10
 
-// hmacMinKey is the shortest secret each HMAC algorithm accepts: the size
-// of its hash, as RFC 7518 section 3.2 requires.
-var hmacMinKey = map[string]int{"HS256": 32, "HS384": 48, "HS512": 64}
-
-// JWTAlgorithms pins the signature algorithms a token may use (by their
-// JOSE names: "HS256", "RS256", "PS256", "ES256", "EdDSA", ...). By
-// default the one algorithm that fits the key is accepted: HS256 for a
-// []byte secret, RS256 for an RSA key, ES256, ES384 or ES512 by the curve
-// of an ECDSA key, EdDSA for an Ed25519 key. "none" is never accepted, nor
-// a mix of HMAC and public-key algorithms (the confusion that lets a
-// public key be used as an HMAC secret), nor an algorithm that does not
-// fit the key.
-func JWTAlgorithms(algs ...string) JWTOption {
-	return func(c *jwtConfig) {
-		if len(algs) == 0 {
-			c.errs = append(c.errs, errors.New("ratelimit: JWTAlgorithms: no algorithms"))
-		}
-		c.algs = append([]string(nil), algs...)
+// check reports what is wrong with c, or nil.
+func (c *JWTConfig) check() error {
+	var errs []error
+	if slices.Contains(c.Audience, "") {
+		errs = append(errs, errors.New("ratelimit: KeyByJWTSubject: empty audience"))
 	}
+	if c.Leeway < 0 || c.Leeway > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("ratelimit: KeyByJWTSubject: leeway %v, want 0 to 5m", c.Leeway))
+	}
+	if c.MaxLength == 0 {
+		c.MaxLength = defaultJWTMaxLength
+	} else if c.MaxLength < 256 || c.MaxLength > 1<<20 {
+		errs = append(errs, fmt.Errorf("ratelimit: KeyByJWTSubject: MaxLength %d, want 256 to 1048576", c.MaxLength))
+	}
+	return errors.Join(errs...)
 }
 
-// JWTIssuer requires the token's iss claim to be iss.
-func JWTIssuer(iss string) JWTOption {
-	return func(c *jwtConfig) {
-		if iss == "" {
-			c.errs = append(c.errs, errors.New("ratelimit: JWTIssuer: empty issuer"))
-		}
-		c.iss = iss
+// hmacMinKey returns the shortest secret an HMAC algorithm accepts: the
+// size of its hash, as RFC 7518 section 3.2 requires.
+func hmacMinKey(alg string) int {
+	switch alg {
+	case "HS384":
+		return 48
+	case "HS512":
+		return 64
 	}
-}
-
-// JWTAudience requires the token's aud claim to name at least one of aud.
-func JWTAudience(aud ...string) JWTOption {
-	return func(c *jwtConfig) {
-		if len(aud) == 0 || slices.Contains(aud, "") {
-			c.errs = append(c.errs, errors.New("ratelimit: JWTAudience: empty audience"))
-		}
-		c.aud = append([]string(nil), aud...)
-	}
-}
-
-// JWTLeeway tolerates clock skew between the token's issuer and this
-// server when checking exp and nbf: 0 to 5 minutes (default 0).
-func JWTLeeway(d time.Duration) JWTOption {
-	return func(c *jwtConfig) {
-		if d < 0 || d > 5*time.Minute {
-			c.errs = append(c.errs, fmt.Errorf("ratelimit: JWTLeeway: %v, want 0 to 5m", d))
-		}
-		c.leeway = d
-	}
-}
-
-// JWTMaxLength sets the longest bearer token parsed, in bytes (default
-// DefaultJWTMaxLength; 256 to 1 MiB). A longer one is refused before any
-// parsing, so an oversized token costs no more than a comparison.
-func JWTMaxLength(n int) JWTOption {
-	return func(c *jwtConfig) {
-		if n < 256 || n > 1<<20 {
-			c.errs = append(c.errs, fmt.Errorf("ratelimit: JWTMaxLength: %d, want 256 to 1048576", n))
-		}
-		c.maxLen = n
-	}
+	return 32
 }
 
 // KeyByJWTSubject keys requests by the subject (sub claim) of the JSON
 // Web Token in their "Authorization: Bearer" header, as "sub:" followed by
 // the subject, once the token is verified: its signature checked with key
-// by an algorithm pinned in advance (see JWTAlgorithms), an exp claim
-// present and not passed, nbf if present passed, and iss and aud as
-// JWTIssuer and JWTAudience require. The claimed subject of a token that
-// fails any check is never used.
+// by an algorithm pinned in advance (see JWTConfig), an exp claim present
+// and not passed, nbf if present passed, and iss and aud as the config
+// requires. The claimed subject of a token that fails any check is never
+// used. A request may pass at most one JWTConfig.
 //
 // key is what verifies signatures: a []byte HMAC secret (at least as long
 // as the hash: 32 bytes for HS256), an *rsa.PublicKey (2048 bits or more),
 // an *ecdsa.PublicKey or an ed25519.PublicKey; or a jwt.Keyfunc that picks
 // the key for a token (from its "kid", for key rotation), in which case
-// JWTAlgorithms is required. A private key is refused: give the verifier
+// JWTConfig.Algorithms is required. A private key is refused: give the verifier
 // only the public half.
 //
 // A request without an Authorization header, or with another scheme
@@ -118,43 +95,28 @@ func JWTMaxLength(n int) JWTOption {
 // matches ErrNoKey, so KeyFirst can fall back, to KeyByIP say. A token
 // that is present but fails (bad signature, "alg":"none", expired, no
 // exp, wrong issuer or audience, no subject, malformed, longer than
-// JWTMaxLength, or several Authorization headers) is answered 401 with
+// MaxLength, or several Authorization headers) is answered 401 with
 // `WWW-Authenticate: Bearer error="invalid_token"`, and does not fall
 // back: the client learns its token is refused.
 //
 // If authentication middleware before the limiter already verifies the
 // token, prefer KeyByContext with the identity it stored: one
-// verification per request is enough. Invalid arguments or options are
-// reported by New. The KeyFunc is safe for simultaneous use.
-func KeyByJWTSubject(key any, opts ...JWTOption) KeyFunc {
-	c := jwtConfig{maxLen: DefaultJWTMaxLength}
-	for _, o := range opts {
-		if o == nil {
-			c.errs = append(c.errs, errors.New("ratelimit: KeyByJWTSubject: nil JWTOption"))
-			continue
-		}
-		o(&c)
+// verification per request is enough. An invalid key or configuration is
+// reported by New. The Keyer is safe for simultaneous use.
+func KeyByJWTSubject(key any, config ...JWTConfig) Keyer {
+	if len(config) > 1 {
+		return misconfigured{errors.New("ratelimit: KeyByJWTSubject: more than one JWTConfig")}
+	}
+	var c JWTConfig
+	if len(config) == 1 {
+		c = config[0]
+		c.Algorithms, c.Audience = slices.Clone(c.Algorithms), slices.Clone(c.Audience)
 	}
 	keyfunc, err := c.verifier(key)
-	if err != nil {
-		c.errs = append(c.errs, err)
+	if err := errors.Join(c.check(), err); err != nil {
+		return misconfigured{err}
 	}
-	if err := errors.Join(c.errs...); err != nil {
-		return brokenKeyFunc(err)
-	}
-
-	popts := []jwt.ParserOption{
-		jwt.WithValidMethods(c.algs),
-		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(c.leeway),
-	}
-	if c.iss != "" {
-		popts = append(popts, jwt.WithIssuer(c.iss))
-	}
-	if len(c.aud) > 0 {
-		popts = append(popts, jwt.WithAudience(c.aud...))
-	}
-	parser := jwt.NewParser(popts...)
+	parser := c.parser()
 	missing := noKey(&KeyError{
 		Status:    http.StatusUnauthorized,
 		Message:   "401 Unauthorized: bearer token required",
@@ -165,8 +127,8 @@ func KeyByJWTSubject(key any, opts ...JWTOption) KeyFunc {
 		Message:   "401 Unauthorized: invalid or expired bearer token",
 		Challenge: `Bearer error="invalid_token"`,
 	}
-	maxLen := c.maxLen
-	return func(r *http.Request) (string, error) {
+	maxLen := c.MaxLength
+	return KeyFunc(func(r *http.Request) (string, error) {
 		lines := r.Header["Authorization"]
 		if len(lines) == 0 {
 			return "", missing
@@ -186,7 +148,23 @@ func KeyByJWTSubject(key any, opts ...JWTOption) KeyFunc {
 			return "", invalid
 		}
 		return "sub:" + claims.Subject, nil
+	})
+}
+
+// parser returns the parser of tokens that c accepts.
+func (c *JWTConfig) parser() *jwt.Parser {
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods(c.Algorithms),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(c.Leeway),
 	}
+	if c.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(c.Issuer))
+	}
+	if len(c.Audience) > 0 {
+		opts = append(opts, jwt.WithAudience(c.Audience...))
+	}
+	return jwt.NewParser(opts...)
 }
 
 // bearerToken returns the credentials of an "Authorization: Bearer ..."
@@ -203,12 +181,8 @@ func bearerToken(v string) (string, bool) {
 // verifier checks key against the configured algorithms, choosing them
 // from the key when none are, and returns the jwt.Keyfunc that hands it to
 // the parser.
-func (c *jwtConfig) verifier(key any) (jwt.Keyfunc, error) {
-	var family string // the one family of algorithms key fits
-	var def string    // the default algorithm for key
+func (c *JWTConfig) verifier(key any) (jwt.Keyfunc, error) {
 	switch k := key.(type) {
-	case nil:
-		return nil, errors.New("ratelimit: KeyByJWTSubject: nil key")
 	case jwt.Keyfunc:
 		if k == nil {
 			return nil, errors.New("ratelimit: KeyByJWTSubject: nil key")
@@ -219,51 +193,20 @@ func (c *jwtConfig) verifier(key any) (jwt.Keyfunc, error) {
 			return nil, errors.New("ratelimit: KeyByJWTSubject: nil key")
 		}
 		return k, c.checkAlgs("")
-	case []byte:
-		family, def = "HS", "HS256"
-	case *rsa.PublicKey:
-		if k == nil || k.N == nil || k.N.BitLen() < 2048 {
-			return nil, errors.New("ratelimit: KeyByJWTSubject: RSA key shorter than 2048 bits")
-		}
-		family, def = "RS", "RS256"
-	case *ecdsa.PublicKey:
-		if k == nil || k.Curve == nil {
-			return nil, errors.New("ratelimit: KeyByJWTSubject: nil ECDSA key")
-		}
-		switch k.Curve {
-		case elliptic.P256():
-			def = "ES256"
-		case elliptic.P384():
-			def = "ES384"
-		case elliptic.P521():
-			def = "ES512"
-		default:
-			return nil, errors.New("ratelimit: KeyByJWTSubject: ECDSA key on an unsupported curve")
-		}
-		family = def
-	case ed25519.PublicKey:
-		if len(k) != ed25519.PublicKeySize {
-			return nil, errors.New("ratelimit: KeyByJWTSubject: malformed Ed25519 key")
-		}
-		family, def = "EdDSA", "EdDSA"
-	case *rsa.PrivateKey, *ecdsa.PrivateKey, ed25519.PrivateKey:
-		return nil, fmt.Errorf("ratelimit: KeyByJWTSubject: %T is a private key: give the verifier its public key", key)
-	case string:
-		return nil, errors.New("ratelimit: KeyByJWTSubject: string key: pass an HMAC secret as []byte, a public key parsed (jwt.ParseRSAPublicKeyFromPEM, ...)")
-	default:
-		return nil, fmt.Errorf("ratelimit: KeyByJWTSubject: unsupported key type %T", key)
 	}
-	if c.algs == nil {
-		c.algs = []string{def}
+	family, def, err := keyAlgorithms(key)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Algorithms) == 0 {
+		c.Algorithms = []string{def}
 	}
 	if err := c.checkAlgs(family); err != nil {
 		return nil, err
 	}
 	if b, ok := key.([]byte); ok {
-		for _, a := range c.algs {
-			if len(b) < hmacMinKey[a] {
-				return nil, fmt.Errorf("ratelimit: KeyByJWTSubject: %d-byte secret, %s needs at least %d", len(b), a, hmacMinKey[a])
-			}
+		if err := c.checkSecret(b); err != nil {
+			return nil, err
 		}
 		// Copy so that a caller reusing its slice cannot change the key.
 		key = append([]byte(nil), b...)
@@ -271,17 +214,75 @@ func (c *jwtConfig) verifier(key any) (jwt.Keyfunc, error) {
 	return func(*jwt.Token) (any, error) { return key, nil }, nil
 }
 
+// keyAlgorithms returns the one family of algorithms a static key fits
+// (see checkAlgs) and the algorithm to pin when none is configured, or
+// why the key cannot verify tokens.
+func keyAlgorithms(key any) (family, def string, err error) {
+	switch k := key.(type) {
+	case nil:
+		return "", "", errors.New("ratelimit: KeyByJWTSubject: nil key")
+	case []byte:
+		return "HS", "HS256", nil
+	case *rsa.PublicKey:
+		if k == nil || k.N == nil || k.N.BitLen() < 2048 {
+			return "", "", errors.New("ratelimit: KeyByJWTSubject: RSA key shorter than 2048 bits")
+		}
+		return "RS", "RS256", nil
+	case *ecdsa.PublicKey:
+		// Each curve has one algorithm, its own family.
+		alg, err := ecdsaAlgorithm(k)
+		return alg, alg, err
+	case ed25519.PublicKey:
+		if len(k) != ed25519.PublicKeySize {
+			return "", "", errors.New("ratelimit: KeyByJWTSubject: malformed Ed25519 key")
+		}
+		return "EdDSA", "EdDSA", nil
+	case *rsa.PrivateKey, *ecdsa.PrivateKey, ed25519.PrivateKey:
+		return "", "", fmt.Errorf("ratelimit: KeyByJWTSubject: %T is a private key: give the verifier its public key", key)
+	case string:
+		return "", "", errors.New("ratelimit: KeyByJWTSubject: string key: pass an HMAC secret as []byte, a public key parsed (jwt.ParseRSAPublicKeyFromPEM, ...)")
+	}
+	return "", "", fmt.Errorf("ratelimit: KeyByJWTSubject: unsupported key type %T", key)
+}
+
+// ecdsaAlgorithm returns the algorithm of k's curve.
+func ecdsaAlgorithm(k *ecdsa.PublicKey) (string, error) {
+	if k == nil || k.Curve == nil {
+		return "", errors.New("ratelimit: KeyByJWTSubject: nil ECDSA key")
+	}
+	switch k.Curve {
+	case elliptic.P256():
+		return "ES256", nil
+	case elliptic.P384():
+		return "ES384", nil
+	case elliptic.P521():
+		return "ES512", nil
+	}
+	return "", errors.New("ratelimit: KeyByJWTSubject: ECDSA key on an unsupported curve")
+}
+
+// checkSecret checks that an HMAC secret is as long as each pinned
+// algorithm requires (hmacMinKey).
+func (c *JWTConfig) checkSecret(b []byte) error {
+	for _, a := range c.Algorithms {
+		if len(b) < hmacMinKey(a) {
+			return fmt.Errorf("ratelimit: KeyByJWTSubject: %d-byte secret, %s needs at least %d", len(b), a, hmacMinKey(a))
+		}
+	}
+	return nil
+}
+
 // checkAlgs validates the pinned algorithms: known, not "none", one family
 // of keys, and, for a static key, the family of that key (family "RS"
 // admits the RSA-PSS algorithms too; an ECDSA or EdDSA family is one
 // exact algorithm).
-func (c *jwtConfig) checkAlgs(family string) error {
-	if len(c.algs) == 0 {
-		return errors.New("ratelimit: KeyByJWTSubject: a jwt.Keyfunc needs JWTAlgorithms")
+func (c *JWTConfig) checkAlgs(family string) error {
+	if len(c.Algorithms) == 0 {
+		return errors.New("ratelimit: KeyByJWTSubject: a jwt.Keyfunc needs JWTConfig.Algorithms")
 	}
 	var errs []error
 	hmac, public := false, false
-	for _, a := range c.algs {
+	for _, a := range c.Algorithms {
 		var fam string
 		switch a {
 		case "HS256", "HS384", "HS512":
@@ -291,15 +292,15 @@ func (c *jwtConfig) checkAlgs(family string) error {
 		case "ES256", "ES384", "ES512", "EdDSA":
 			fam, public = a, true
 		default:
-			errs = append(errs, fmt.Errorf("ratelimit: JWTAlgorithms: %q is not an accepted algorithm", a))
+			errs = append(errs, fmt.Errorf("ratelimit: KeyByJWTSubject: %q is not an accepted algorithm", a))
 			continue
 		}
 		if family != "" && fam != family {
-			errs = append(errs, fmt.Errorf("ratelimit: JWTAlgorithms: %s does not fit the key given", a))
+			errs = append(errs, fmt.Errorf("ratelimit: KeyByJWTSubject: %s does not fit the key given", a))
 		}
 	}
 	if hmac && public {
-		errs = append(errs, errors.New("ratelimit: JWTAlgorithms: mixes HMAC and public-key algorithms"))
+		errs = append(errs, errors.New("ratelimit: KeyByJWTSubject: Algorithms mixes HMAC and public-key algorithms"))
 	}
 	return errors.Join(errs...)
 }

@@ -10,27 +10,36 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
-	"sync"
-	"unsafe"
 )
 
-// A KeyFunc names whom a request counts against: a client IP, an API key,
-// a verified user. It returns an error, best a *KeyError, when the request
-// carries no usable key; the middleware then answers without calling the
-// next handler and without counting anything.
+// A Keyer names whom a request counts against: a client IP, an API key,
+// a verified user. Key returns an error, best a *KeyError, when the
+// request carries no usable key; the middleware then answers without
+// calling the next handler and without counting anything.
 //
 // Keys from the extractors in this package carry a kind prefix ("ip:",
 // "apikey:", "sub:", "id:", ...) so that keys of different kinds never
 // collide: the client at 192.0.2.1 is "ip:192.0.2.1" and an API key
-// "192.0.2.1" is "apikey:192.0.2.1". A KeyFunc of your own should do the
-// same.
+// "192.0.2.1" is "apikey:192.0.2.1". A Keyer of your own should do the
+// same. An extractor given an invalid configuration returns a Keyer that
+// New refuses with the configuration's error (and that answers 500 to any
+// request it is still asked about).
+type Keyer interface {
+	Key(r *http.Request) (string, error)
+}
+
+// KeyFunc adapts a function to a Keyer, as http.HandlerFunc adapts one to
+// an http.Handler.
 type KeyFunc func(r *http.Request) (string, error)
+
+// Key returns f(r).
+func (f KeyFunc) Key(r *http.Request) (string, error) { return f(r) }
 
 // KeyError is a key extraction failure and the response it calls for.
 // Message is sent to the client as is, so it must not repeat anything the
 // client sent.
 type KeyError struct {
-	Status    int    // HTTP status: a 4xx, or 500 for a misconfigured KeyFunc
+	Status    int    // HTTP status: a 4xx, or 500 for a misconfigured Keyer
 	Message   string // response body
 	Challenge string // WWW-Authenticate value for a 401, or empty
 }
@@ -43,7 +52,7 @@ func (e *KeyError) Error() string { return "ratelimit: " + e.Message }
 // Authorization: Bearer credential, no identity in the context. KeyFirst
 // then tries its next extractor. An extractor that finds a key it refuses
 // (too long, forged, expired) returns an error that does not match it. A
-// KeyFunc of your own can wrap ErrNoKey, or join it with a *KeyError, to
+// Keyer of your own can wrap ErrNoKey, or join it with a *KeyError, to
 // take part in KeyFirst the same way.
 var ErrNoKey = errors.New("ratelimit: the request carries no key of this kind")
 
@@ -62,16 +71,16 @@ type causedKeyError struct {
 
 func (e *causedKeyError) Unwrap() []error { return e.wrapped }
 
-// MaxKeyLen is the longest header value KeyByHeader keeps as a key, unless
+// maxKeyLen is the longest header value KeyByHeader keeps as a key, unless
 // KeyHashed digests it.
-const MaxKeyLen = 256
+const maxKeyLen = 256
 
 // KeyByHeader keys requests by the value of header name, typically an API
 // key ("X-API-Key"), as "apikey:" followed by the value without its
 // leading and trailing spaces and tabs (HTTP/2 servers do not strip them,
 // and " key" must not be a quota of its own). A request without the
 // header, or with one that is empty or blank, is answered 400 (the error
-// matches ErrNoKey); a value longer than MaxKeyLen bytes is answered 431
+// matches ErrNoKey); a value longer than 256 bytes is answered 431
 // Request Header Fields Too Large rather than stored, unless KeyHashed
 // digests it. When the header comes more than once, the first line
 // counts, as with http.Header.Get, which is what most authentication
@@ -83,14 +92,14 @@ const MaxKeyLen = 256
 // it behind the middleware that authenticates it, or an attacker can mint
 // keys to dodge the limit. An empty name is a configuration error,
 // reported by New.
-func KeyByHeader(name string) KeyFunc {
+func KeyByHeader(name string) Keyer {
 	if name == "" || strings.ContainsAny(name, " \t\r\n:") {
-		return brokenKeyFunc(fmt.Errorf("ratelimit: KeyByHeader: invalid header name %q", name))
+		return misconfigured{fmt.Errorf("ratelimit: KeyByHeader: invalid header name %q", name)}
 	}
 	canonical := textproto.CanonicalMIMEHeaderKey(name)
 	missing := noKey(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: missing " + name + " header"})
 	tooLong := &KeyError{Status: http.StatusRequestHeaderFieldsTooLarge, Message: "431 Request Header Fields Too Large: " + name + " is too long"}
-	return func(r *http.Request) (string, error) {
+	return KeyFunc(func(r *http.Request) (string, error) {
 		v := r.Header[canonical]
 		if len(v) == 0 {
 			return "", missing
@@ -99,11 +108,11 @@ func KeyByHeader(name string) KeyFunc {
 		switch {
 		case k == "":
 			return "", missing
-		case len(k) > MaxKeyLen:
-			return "", &longKey{tooLong, "apikey:", k}
+		case len(k) > maxKeyLen:
+			return "", &longKey{KeyError: tooLong, kind: "apikey:", value: k}
 		}
 		return "apikey:" + k, nil
-	}
+	})
 }
 
 // longKey is the error of an extractor whose key, kind+value, is too long
@@ -114,6 +123,21 @@ func KeyByHeader(name string) KeyFunc {
 type longKey struct {
 	*KeyError
 	kind, value string
+	join        func() string // KeyJoin's: makes the whole key, in place of kind+value
+}
+
+// longPart is a part of a KeyJoin too long to keep, and its index.
+type longPart struct {
+	i int
+	*longKey
+}
+
+// key returns the key too long to keep, in two parts; a join is made now.
+func (e *longKey) key() (prefix, rest string) {
+	if e.join != nil {
+		return "", e.join()
+	}
+	return e.kind, e.value
 }
 
 func (e *longKey) Unwrap() error { return e.KeyError }
@@ -137,18 +161,18 @@ func asLongKey(err error) *longKey {
 // empty one) is answered 401 without a challenge, the error matching
 // ErrNoKey so that KeyFirst can fall back, say, to KeyByIP for anonymous
 // callers. A nil id is a configuration error, reported by New.
-func KeyByContext(id func(ctx context.Context) (string, bool)) KeyFunc {
+func KeyByContext(id func(ctx context.Context) (string, bool)) Keyer {
 	if id == nil {
-		return brokenKeyFunc(errors.New("ratelimit: KeyByContext: nil identity function"))
+		return misconfigured{errors.New("ratelimit: KeyByContext: nil identity function")}
 	}
 	missing := noKey(&KeyError{Status: http.StatusUnauthorized, Message: "401 Unauthorized: authentication required"})
-	return func(r *http.Request) (string, error) {
+	return KeyFunc(func(r *http.Request) (string, error) {
 		v, ok := id(r.Context())
 		if !ok || v == "" {
 			return "", missing
 		}
 		return "id:" + v, nil
-	}
+	})
 }
 
 // KeyFirst returns the key of the first extractor in fns that finds one,
@@ -165,15 +189,15 @@ func KeyByContext(id func(ctx context.Context) (string, bool)) KeyFunc {
 // the answer, so a lone 401 challenge asks for the preferred credential.
 // Keys keep their kind prefixes, so the kinds never share a count. No
 // extractors, or a nil one, is a configuration error, reported by New.
-func KeyFirst(fns ...KeyFunc) KeyFunc {
-	if err := checkKeyFuncs("KeyFirst", fns); err != nil {
-		return brokenKeyFunc(err)
+func KeyFirst(keys ...Keyer) Keyer {
+	if err := checkKeyers("KeyFirst", keys); err != nil {
+		return misconfigured{err}
 	}
-	fns = append([]KeyFunc(nil), fns...)
-	return func(r *http.Request) (string, error) {
+	keys = slices.Clone(keys)
+	return KeyFunc(func(r *http.Request) (string, error) {
 		var first error
-		for _, f := range fns {
-			k, err := f(r)
+		for _, key := range keys {
+			k, err := key.Key(r)
 			if err == nil {
 				return k, nil
 			}
@@ -185,7 +209,7 @@ func KeyFirst(fns ...KeyFunc) KeyFunc {
 			}
 		}
 		return "", first
-	}
+	})
 }
 
 // KeyJoin returns a key made of the keys of all of fns, for quotas per
@@ -199,34 +223,42 @@ func KeyFirst(fns ...KeyFunc) KeyFunc {
 // extractor is the answer (a part too long to keep makes the join too long
 // to keep, unless KeyHashed digests it). No extractors, or a nil one, is a
 // configuration error, reported by New.
-func KeyJoin(fns ...KeyFunc) KeyFunc {
-	if err := checkKeyFuncs("KeyJoin", fns); err != nil {
-		return brokenKeyFunc(err)
+func KeyJoin(keys ...Keyer) Keyer {
+	if err := checkKeyers("KeyJoin", keys); err != nil {
+		return misconfigured{err}
 	}
-	fns = append([]KeyFunc(nil), fns...)
-	return func(r *http.Request) (string, error) {
+	keys = slices.Clone(keys)
+	return KeyFunc(func(r *http.Request) (string, error) {
 		var parts [8]string
 		ks := parts[:0]
-		var long *longKey
-		for _, f := range fns {
-			k, err := f(r)
+		var longs []longPart // the parts too long to keep
+		for i, key := range keys {
+			k, err := key.Key(r)
 			if err != nil {
 				// A part too long to keep still makes a key KeyHashed
-				// can digest: the whole join, not the part alone.
-				if l := asLongKey(err); l != nil && long == nil {
-					long = l
-					ks = append(ks, l.kind+l.value)
+				// can digest: the whole join, not the part alone, and
+				// made only if KeyHashed asks for it.
+				if l := asLongKey(err); l != nil {
+					longs = append(longs, longPart{i, l})
+					ks = append(ks, "")
 					continue
 				}
 				return "", err
 			}
 			ks = append(ks, k)
 		}
-		if long != nil {
-			return "", &longKey{long.KeyError, "", joinKeys(ks)}
+		if longs != nil {
+			ks := slices.Clone(ks)
+			return "", &longKey{KeyError: longs[0].KeyError, join: func() string {
+				for _, p := range longs {
+					prefix, rest := p.key()
+					ks[p.i] = prefix + rest
+				}
+				return joinKeys(ks)
+			}}
 		}
 		return joinKeys(ks), nil
-	}
+	})
 }
 
 // joinKeys escapes each key and joins them with "|".
@@ -273,89 +305,72 @@ func escapeKeyPart(k string) string {
 // the route (mux.Handle("POST /login", l.Handler(h))): a request that did
 // not come through a ServeMux pattern is answered 500, since it reveals a
 // misplaced middleware, not a bad request.
-func KeyByRoute() KeyFunc {
-	unrouted := &KeyError{Status: http.StatusInternalServerError, Message: "500 Internal Server Error: rate-limit key misconfigured"}
-	return func(r *http.Request) (string, error) {
+func KeyByRoute() Keyer {
+	return KeyFunc(func(r *http.Request) (string, error) {
 		if r.Pattern == "" {
-			return "", unrouted
+			return "", errMisconfigured
 		}
 		return "route:" + r.Pattern, nil
-	}
-}
-
-// KeyByMethod keys requests by their method, as "method:GET", for
-// separate quotas for reads and writes with KeyJoin. Methods other than
-// the nine of RFC 9110 and PATCH share the key "method:other", so that a
-// client cannot mint keys with made-up methods.
-func KeyByMethod() KeyFunc {
-	return func(r *http.Request) (string, error) {
-		switch r.Method {
-		case "", http.MethodGet:
-			return "method:GET", nil
-		case http.MethodHead:
-			return "method:HEAD", nil
-		case http.MethodPost:
-			return "method:POST", nil
-		case http.MethodPut:
-			return "method:PUT", nil
-		case http.MethodPatch:
-			return "method:PATCH", nil
-		case http.MethodDelete:
-			return "method:DELETE", nil
-		case http.MethodConnect:
-			return "method:CONNECT", nil
-		case http.MethodOptions:
-			return "method:OPTIONS", nil
-		case http.MethodTrace:
-			return "method:TRACE", nil
-		}
-		return "method:other", nil
-	}
+	})
 }
 
 // KeyHashed returns k with each key replaced by a digest of it before it
 // reaches the store: the key's kind, ".sha256:", and the first 128 bits of
 // the SHA-256 of the whole key in unpadded base64url, as
 // "apikey.sha256:3q2-7wAAAAAAAAAAAAAAAA". Only the kinds of this
-// package's extractors ("ip", "apikey", "sub", "id", "route", "method")
+// package's extractors ("ip", "apikey", "sub", "id", "route")
 // stay in clear; any other prefix, which might be part of a secret,
 // becomes "key". Use it for keys that are secrets (API keys), so that a
 // store shared with other systems (Redis, its backups, its monitoring)
 // never holds them, and for keys of unbounded length: a key k's
-// extractors find too long to keep (KeyByHeader's beyond MaxKeyLen) is
+// extractors find too long to keep (KeyByHeader's beyond maxKeyLen) is
 // digested like any other, the digest being 22 bytes after the kind. 128
 // bits keep accidental collisions out of reach (2^64 keys for an even
 // chance), and the digest is unsalted so that every server of a fleet
 // maps a key to the same count. It is not a password hash: a low-entropy
 // secret could be found by guessing. Other errors of k pass through
 // unchanged. A nil k is a configuration error, reported by New.
-func KeyHashed(k KeyFunc) KeyFunc {
-	if err := checkKeyFuncs("KeyHashed", []KeyFunc{k}); err != nil {
-		return brokenKeyFunc(err)
+func KeyHashed(k Keyer) Keyer {
+	if err := checkKeyers("KeyHashed", []Keyer{k}); err != nil {
+		return misconfigured{err}
 	}
-	return func(r *http.Request) (string, error) {
-		key, err := k(r)
+	return KeyFunc(func(r *http.Request) (string, error) {
+		key, err := k.Key(r)
 		if err != nil {
 			long := asLongKey(err)
 			if long == nil {
 				return "", err
 			}
-			return hashKey(long.kind, long.value), nil
+			return hashKey(long.key()), nil
 		}
 		return hashKey("", key), nil
-	}
+	})
 }
 
-// knownKinds are the kind prefixes of this package's extractors, the only
-// ones KeyHashed keeps in clear.
-var knownKinds = []string{"ip", "apikey", "sub", "id", "route", "method"}
+// knownKind reports whether kind is the kind prefix of one of this
+// package's extractors, the only ones KeyHashed keeps in clear.
+func knownKind(kind string) bool {
+	switch kind {
+	case "ip", "apikey", "sub", "id", "route":
+		return true
+	}
+	return false
+}
 
 // hashKey returns the digest form described at KeyHashed of the key
 // prefix+rest, in two parts so that a long key need not be made whole.
 func hashKey(prefix, rest string) string {
 	h := sha256.New()
-	h.Write([]byte(prefix))
-	h.Write([]byte(rest))
+	// Through a buffer: []byte(rest) would copy the whole key, which a
+	// client can make a megabyte long.
+	var chunk [256]byte
+	for _, s := range [...]string{prefix, rest} {
+		for s != "" {
+			n := copy(chunk[:], s)
+			h.Write(chunk[:n])
+			s = s[n:]
+		}
+	}
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
 	key := prefix
@@ -363,7 +378,7 @@ func hashKey(prefix, rest string) string {
 		key = rest
 	}
 	kind := "key"
-	if i := strings.IndexByte(key, ':'); i > 0 && slices.Contains(knownKinds, key[:i]) {
+	if i := strings.IndexByte(key, ':'); i > 0 && knownKind(key[:i]) {
 		kind = key[:i]
 	}
 	const suffix = ".sha256:"
@@ -374,73 +389,50 @@ func hashKey(prefix, rest string) string {
 	return string(b)
 }
 
-// checkKeyFuncs reports a nil or misconfigured KeyFunc among fns, for the
+// checkKeyers reports a nil or misconfigured Keyer among keys, for the
 // combinators, so that New sees through them.
-func checkKeyFuncs(who string, fns []KeyFunc) error {
-	if len(fns) == 0 {
-		return fmt.Errorf("ratelimit: %s: no KeyFuncs", who)
+func checkKeyers(who string, keys []Keyer) error {
+	if len(keys) == 0 {
+		return fmt.Errorf("ratelimit: %s: no Keyers", who)
 	}
 	var errs []error
-	for i, f := range fns {
-		if f == nil {
-			errs = append(errs, fmt.Errorf("ratelimit: %s: KeyFunc %d is nil", who, i))
+	for i, k := range keys {
+		if isNil(k) {
+			errs = append(errs, fmt.Errorf("ratelimit: %s: Keyer %d is nil", who, i))
 			continue
 		}
-		errs = append(errs, keyFuncError(f))
+		errs = append(errs, keyError(k))
 	}
 	return errors.Join(errs...)
 }
 
-// Configuration errors of extractors.
-//
-// An extractor's constructor returns a KeyFunc, not an error, so that
-// New(limit, window, KeyByIP(opts...)) reads as it does; yet an invalid
-// option must not pass unnoticed, nor panic. So a constructor given an
-// invalid configuration returns a KeyFunc that answers every request with
-// 500 and records its error here, under the KeyFunc's identity, where New
-// (through keyFuncError) finds it and reports it with the other
-// configuration errors. Valid KeyFuncs are never recorded, so the record
-// only grows with misconfigured ones, which programs create at most a few
-// times at start-up.
-var brokenKeyFuncs sync.Map // funcID(KeyFunc) -> error
-
-// brokenKeyFunc returns a KeyFunc that New refuses with err, and that
-// answers any request it is called for anyway with 500.
-func brokenKeyFunc(err error) KeyFunc {
-	e := &configError{
-		cause: err,
-		ke:    &KeyError{Status: http.StatusInternalServerError, Message: "500 Internal Server Error: rate-limit key misconfigured"},
-	}
-	// The closure captures e, so every call makes a new closure, whose
-	// address is unique for as long as the record keeps it alive.
-	f := KeyFunc(func(*http.Request) (string, error) { return "", e })
-	brokenKeyFuncs.Store(funcID(f), err)
-	return f
+// isNil reports whether k is nil, or a nil KeyFunc.
+func isNil(k Keyer) bool {
+	f, ok := k.(KeyFunc)
+	return k == nil || ok && f == nil
 }
 
-// keyFuncError returns the configuration error recorded for f, or nil.
-func keyFuncError(f KeyFunc) error {
-	if f == nil {
-		return nil
-	}
-	if err, ok := brokenKeyFuncs.Load(funcID(f)); ok {
-		return err.(error)
+// misconfigured is the Keyer an extractor returns for an invalid
+// configuration: New refuses it with err, so that an invalid option
+// neither passes unnoticed nor panics, and a request it is asked about
+// anyway is answered 500.
+type misconfigured struct{ err error }
+
+func (m misconfigured) Key(*http.Request) (string, error) { return "", &configError{m.err} }
+
+// keyError returns the configuration error of k, or nil.
+func keyError(k Keyer) error {
+	if m, ok := k.(misconfigured); ok {
+		return m.err
 	}
 	return nil
 }
 
-// funcID returns the identity of a func value: a func value is one
-// pointer, to the closure (code pointer and captured variables), which
-// differs between closures made by different calls. reflect's Pointer
-// gives the code pointer instead, shared by all closures of one literal.
-func funcID(f KeyFunc) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
-
-// configError is what a misconfigured KeyFunc returns: its text is the
+// configError is what a misconfigured Keyer returns: its text is the
 // configuration error, for logs and OnError; the response is a 500.
-type configError struct {
-	cause error
-	ke    *KeyError
-}
+type configError struct{ cause error }
+
+var errMisconfigured = &KeyError{Status: http.StatusInternalServerError, Message: "500 Internal Server Error: rate-limit key misconfigured"}
 
 func (e *configError) Error() string   { return e.cause.Error() }
-func (e *configError) Unwrap() []error { return []error{e.ke, e.cause} }
+func (e *configError) Unwrap() []error { return []error{errMisconfigured, e.cause} }

@@ -5,600 +5,388 @@ import (
 	"errors"
 	"hash/maphash"
 	"math"
-	"math/bits"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// MemoryStore is the built-in Store: counts in process memory.
+// MemoryConfig configures a memory store. The zero MemoryConfig is an
+// unbounded store on the monotonic clock.
+type MemoryConfig struct {
+	// MaxKeys bounds how many states the store tracks (one per key and
+	// policy); 0 is no bound beyond idle states being swept. When a new
+	// one arrives at a full store an idle one is dropped if there is
+	// one; otherwise the request fails with errStoreFull (503 from the
+	// middleware), so that a flood of new keys cannot reset anyone's
+	// count. The bound is kept per shard, so the store may refuse a
+	// little before MaxKeys states in all, never after.
+	MaxKeys int
+	// EvictLeastRecent makes a full store drop the least recently active
+	// state it samples instead of refusing the new key: new keys are
+	// always served, but an evicted key's count starts over.
+	EvictLeastRecent bool
+	// Clock, if set, is read instead of time.Now, for simulations that
+	// replay traffic. A reading earlier than the latest is taken as the
+	// latest, so that time never steps back.
+	Clock func() time.Time
+}
+
+// NewMemoryStore returns a Store that keeps its counts in process memory,
+// to share between limiters (each keeps its own counts: see Store) or to
+// give another store a local fallback; New makes one itself unless given
+// WithStore. The caller closes it, which stops its background sweep.
 //
-// Each key and policy set has an entry: its lock, its states (one per
-// policy) and its identity. Entries live in shards, each a map behind its
-// own lock that is held only to find, add or drop an entry; a decision
-// holds just its entry's lock, so different keys never wait on each
-// other. A shard's map is keyed by a 64-bit hash of the key, seeded per
-// store and mixed with the set's, which also picks the shard; each entry
-// keeps its key and set, so that a lookup is exact while the map itself
-// never reads a key's bytes. A client refused again and again is answered
-// from its remembered refusal, without its entry's lock (see
-// refusals.go), so that a flood from one key does not serialize.
-//
-// Memory stays bounded three ways: expired instants are dropped whenever
-// an entry is used; a new entry that finds its shard doubled since the
-// shard was last swept sweeps it, if any entry there can be idle by then,
-// so sweeping keeps pace with any flood of new keys; and a background
-// sweep drops every idle entry once per sweep interval and gives shrunken
-// shards fresh maps (Go maps never return memory on their own). An entry
-// is idle when its own set's policies can no longer refuse a request
-// because of it. WithMaxKeys bounds the number of entries.
-//
-// MemoryStore is safe for simultaneous use by multiple goroutines. Close
-// stops its background sweep.
-type MemoryStore struct {
+// Each key's state under each policy is an entry: a lock and the
+// algorithm's state. Entries live in shards, each a map behind its own
+// lock that is held only to find, add or drop an entry, and a decision
+// holds only its entries' locks, so different keys never wait on each
+// other. Memory stays bounded: what has left a window is dropped whenever
+// an entry is used; a new entry that finds its shard doubled since it was
+// last swept sweeps it, unless no entry there can be idle yet, so that
+// sweeping keeps pace with any flood of new keys; a background sweep drops
+// every idle entry once a minute; and MaxKeys bounds the number of
+// entries.
+func NewMemoryStore(c MemoryConfig) (Store, error) {
+	if c.MaxKeys < 0 {
+		return nil, errors.New("ratelimit: MemoryConfig.MaxKeys: " + strconv.Itoa(c.MaxKeys) + ", want >= 0")
+	}
+	return newMemoryStore(c), nil
+}
+
+// memoryStore is the built-in Store.
+type memoryStore struct {
 	shards    []shard
-	shardMask uint64
 	seed      maphash.Seed
+	catalog   catalog
 	clock     func() time.Time // nil: the monotonic clock alone
 	base      time.Time        // when the store was made (monotonic clock)
 	epoch     int64            // base in Unix nanoseconds
-	latest    atomic.Int64     // latest reading of an injected clock
 	perShard  int              // most entries a shard may hold; 0 for no bound
-	overflow  Overflow
-
-	evicted  atomic.Uint64
-	rejected atomic.Uint64
-	refused  refusals
-
+	evict     bool
+	evicted   atomic.Uint64
+	rejected  atomic.Uint64
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 }
 
-var (
-	_ Store    = (*MemoryStore)(nil)
-	_ Peeker   = (*MemoryStore)(nil)
-	_ Resetter = (*MemoryStore)(nil)
-	_ Refunder = (*MemoryStore)(nil)
-)
-
-// A shard is 64 bytes, so that shards do not share cache lines.
+// A shard is a map of entries and its lock. An entry's name in the map is
+// its policy's number, ':' and the key (see catalog); a key's entries for
+// every policy are in the shard its key's hash picks, so that a decision
+// under several policies finds them under one lock.
 type shard struct {
 	mu sync.RWMutex
-	m  map[uint64]*entry // by the entry's hash
-	// other holds the entries whose hash a different entry in m already
-	// has. With a random 64-bit seed that takes billions of entries in
-	// one shard to happen once; it keeps lookups exact when it does.
-	other map[identity]*entry
-	// rest holds, for entries of sets of several policies, the states of
-	// all but the first, so that the usual entry of one policy pays
-	// nothing for them. An entry's states are made with it.
-	rest map[*entry][]state
-	peak int32 // most entries m has held since it was made
-	// A new entry sweeps the shard once it holds sweepLen entries, unless
-	// none can be idle yet: none is before sweepAt.
-	sweepLen int32
+	m  map[string]*entry
+	// dropped is the latest instant the shard's forgotten entries were
+	// decided at (by a Reset, an eviction or a sweep): an entry made since
+	// decides after it, and ignores refunds of requests counted until
+	// then, which belonged to one forgotten.
+	dropped int64
+	peak    int // most entries m has held since it was made
+	// A new entry sweeps the shard once it holds sweepLen entries,
+	// unless none can be idle yet: none is before sweepAt.
+	sweepLen int
 	sweepAt  int64
 }
 
-// identity is what an entry counts for.
-type identity struct{ key, set string }
-
-// entry is the lock and state of one key under one policy set. The lock
-// guards the entry's states, first and any in the shard's rest, and seen.
+// entry is the lock and state of one key under one policy.
 type entry struct {
-	mu    sync.Mutex
-	first state
-	// seen is the latest instant the entry was decided at (see at), or
-	// dropped once the entry is dropped from its shard: a request that
-	// found it then looks again.
+	mu sync.Mutex
+	// seen is the latest instant the entry was decided at, or dropped
+	// once the entry is dropped from its shard: a request that found it
+	// then looks again. A decision reads the clock before it waits for
+	// the lock, to keep the reading out of the time the lock is held;
+	// such readings can reach the lock out of order, so each is held at
+	// seen, which was read before this request got the lock and so lies
+	// within its span too.
 	seen int64
-	key  string
-	set  *policySet
+	// since is the latest instant of requests a refund may not take back
+	// from this entry: one before its first decision.
+	since int64
+	st    state
 }
-
-// dropped is the seen of an entry dropped from its shard.
-const dropped = math.MaxInt64
-
-// at returns the instant to decide e at, given a reading of the store's
-// clock taken before e was locked, and notes it. Take reads the clock
-// before it waits for the lock, to keep the reading out of the time the
-// lock is held, so readings may reach the lock out of order: each is held
-// at the latest instant e was decided at. That instant was read before
-// this request got the lock, so it lies within the request's span, and e's
-// instants stay in order, as every algorithm needs. The caller holds e's
-// lock.
-func (e *entry) at(now int64) int64 {
-	now = max(now, e.seen)
-	e.seen = now
-	return now
-}
-
-// is reports whether e counts for key under set.
-func (e *entry) is(key string, set *policySet) bool {
-	return e.key == key && (e.set == set || e.set.id == set.id)
-}
-
-// find returns the entry of key and set, whose hash is h, or nil. The
-// caller holds sh.mu.
-func (sh *shard) find(h uint64, key string, set *policySet) *entry {
-	if e := sh.m[h]; e != nil && e.is(key, set) {
-		return e
-	}
-	if len(sh.other) > 0 {
-		return sh.other[identity{key, set.id}]
-	}
-	return nil
-}
-
-// add adds e, whose hash is h, to sh. The caller holds sh.mu.
-func (sh *shard) add(h uint64, e *entry) {
-	if _, taken := sh.m[h]; !taken {
-		sh.m[h] = e
-		sh.peak = max(sh.peak, int32(len(sh.m)))
-		return
-	}
-	if sh.other == nil {
-		sh.other = make(map[identity]*entry)
-	}
-	sh.other[identity{e.key, e.set.id}] = e
-}
-
-// len returns how many entries sh holds. The caller holds sh.mu.
-func (sh *shard) len() int { return len(sh.m) + len(sh.other) }
-
-// states are one entry's states, one per policy of its set.
-type states struct {
-	first *state
-	rest  []state
-}
-
-func (st states) at(i int) *state {
-	if i == 0 {
-		return st.first
-	}
-	return &st.rest[i-1]
-}
-
-// Overflow says what a store bounded by WithMaxKeys does with a new key
-// when it is full and no tracked key is idle.
-type Overflow int
 
 const (
-	// RejectNewKeys answers requests from new keys with ErrStoreFull (503
-	// from the middleware) until room frees up. Tracked keys keep their
-	// exact counts, so a flood of new keys cannot reset anyone's quota.
-	RejectNewKeys Overflow = iota
-	// EvictLeastRecent drops the least recently active key (sampled, as in
-	// Redis's approximate LRU) to make room: new keys are always served,
-	// but an evicted key's count starts over.
-	EvictLeastRecent
-)
-
-// sweepInterval is how often the background sweep runs.
-const sweepInterval = time.Minute
-
-const (
-	// maxShards is how many shards a store has, fewer when WithMaxKeys is
+	dropped    = math.MaxInt64 // the seen of a dropped entry
+	minInstant = math.MinInt64
+	// maxShards is how many shards a store has, fewer when MaxKeys is
 	// small (see newMemoryStore).
 	maxShards = 256
-	// minPerShard is the least bound per shard that WithMaxKeys leads to,
+	// minPerShard is the least bound per shard that MaxKeys leads to,
 	// when it allows it, so that per-shard bounds stay usable.
 	minPerShard = 16
 	// minSweepLen is the least a shard holds before a new entry sweeps it.
 	minSweepLen = 32
 	// evictSample is how many entries a full shard samples for a victim.
 	evictSample = 8
-	// pollLimit is how many times lockPolling tries a held entry lock
-	// before it waits for it: enough to outlast a decision on another
-	// core, few enough that a lock a sweep holds costs a poller little.
-	pollLimit = 64
+	// sweepInterval is how often the background sweep runs.
+	sweepInterval = time.Minute
 )
 
-// memoryConfig is what NewMemoryStore and New accept for the memory store.
-type memoryConfig struct {
-	maxKeys  int
-	overflow Overflow
-	clock    func() time.Time // nil: time.Now, read as the monotonic clock
-}
-
-func (c memoryConfig) validate() error {
-	if c.overflow != RejectNewKeys && c.overflow != EvictLeastRecent {
-		return errors.New("ratelimit: WithMaxKeys: unknown overflow policy")
-	}
-	return nil
-}
-
-// NewMemoryStore returns a memory store configured by the memory-store
-// options among opts (WithMaxKeys, WithClock); any other option is an
-// error. New makes one itself unless given WithStore: call this to share
-// one store between limiters (each keeps its own counts: see Store), or to
-// give another store a local fallback.
-func NewMemoryStore(opts ...Option) (*MemoryStore, error) {
-	c := defaultConfig()
-	var errs []error
-	for _, o := range opts {
-		if o.apply == nil {
-			errs = append(errs, errors.New("ratelimit: zero Option"))
-			continue
-		}
-		if !o.memory {
-			errs = append(errs, errors.New("ratelimit: NewMemoryStore: "+o.name+" is not a memory-store option"))
-			continue
-		}
-		o.apply(&c)
-	}
-	errs = append(errs, c.errs...)
-	if err := errors.Join(append(errs, c.mem.validate())...); err != nil {
-		return nil, err
-	}
-	return newMemoryStore(c.mem), nil
-}
-
-func newMemoryStore(c memoryConfig) *MemoryStore {
+func newMemoryStore(c MemoryConfig) *memoryStore {
 	n := maxShards
-	if c.maxKeys > 0 {
-		// The largest power of two that leaves each shard minPerShard
-		// entries, if there is one; else a single shard.
-		n = min(n, 1<<max(0, bits.Len(uint(c.maxKeys/minPerShard))-1))
+	for c.MaxKeys > 0 && n > 1 && c.MaxKeys/n < minPerShard {
+		n /= 2 // so that per-shard bounds stay usable
 	}
-	s := &MemoryStore{
-		shards:    make([]shard, n),
-		shardMask: uint64(n - 1),
-		seed:      maphash.MakeSeed(),
-		clock:     c.clock,
-		overflow:  c.overflow,
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
-	}
-	s.base = time.Now()
+	s := &memoryStore{shards: make([]shard, n), seed: maphash.MakeSeed(), clock: c.Clock, evict: c.EvictLeastRecent,
+		base: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	s.epoch = s.base.UnixNano()
-	s.latest.Store(math.MinInt64)
-	if c.maxKeys > 0 {
-		s.perShard = max(1, c.maxKeys/n)
+	if c.MaxKeys > 0 {
+		s.perShard = max(1, c.MaxKeys/n)
 	}
 	for i := range s.shards {
-		s.shards[i].m = make(map[uint64]*entry)
-		s.shards[i].sweepLen = minSweepLen
+		s.shards[i] = shard{m: make(map[string]*entry), sweepLen: minSweepLen, dropped: minInstant}
 	}
 	go s.sweepLoop()
 	return s
 }
 
-// now reads the store's clock in Unix nanoseconds, the scale of every
-// instant the store keeps (fixed windows are aligned to it, as a shared
-// store aligns them). With the default clock it reads only the monotonic
-// clock, from the wall time the store was made: time.Since skips the
-// wall-clock read that time.Now makes and Sub ignores, and the wall clock
-// stepping cannot move a window.
-//
-// An injected clock may step back; its readings are held at the latest
-// one, so that the store's instants never go back, across entries as
-// within one (see entry.at). The monotonic clock needs no such care.
-func (s *MemoryStore) now() int64 {
+// now reads the store's clock in Unix nanoseconds. With the default clock
+// it reads only the monotonic clock, from the wall time the store was
+// made, so that a step of the wall clock cannot move a window. An
+// injected clock may step back: each entry holds its instants in order
+// (see entry.seen).
+func (s *memoryStore) now() int64 {
 	if s.clock == nil {
 		return s.epoch + int64(time.Since(s.base))
 	}
-	t := s.clock().UnixNano()
-	for {
-		last := s.latest.Load()
-		if t <= last {
-			return last
-		}
-		if s.latest.CompareAndSwap(last, t) {
-			return t
-		}
-	}
+	return s.clock().UnixNano()
+}
+
+func (s *memoryStore) shardOf(key string) *shard {
+	return &s.shards[maphash.String(s.seed, key)&uint64(len(s.shards)-1)]
 }
 
 // Take implements Store.
-func (s *MemoryStore) Take(ctx context.Context, key string, set PolicySet, cost int) (Result, error) {
-	if err := set.CheckCost(cost); err != nil {
+func (s *memoryStore) Take(ctx context.Context, key string, set PolicySet, cost int) (Result, error) {
+	return s.take(ctx, key, set, cost, true)
+}
+
+// Peek implements Store. It may drop what has left a window, which no
+// decision depends on, and changes nothing else.
+func (s *memoryStore) Peek(ctx context.Context, key string, set PolicySet) (Result, error) {
+	return s.take(ctx, key, set, 1, false)
+}
+
+// take decides a request of cost for key under set, recording it if
+// record is set (Take) and not if not (Peek).
+func (s *memoryStore) take(ctx context.Context, key string, set PolicySet, cost int, record bool) (Result, error) {
+	var buf [4]*entry
+	es, now, err := s.lock(ctx, key, set, cost, record, buf[:0])
+	if err != nil {
 		return Result{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
-	ps := set.p
-	h := s.hash(key, ps)
-	read := s.now()
-	if r := s.refused.find(h, key, ps, int64(cost)); r != nil && read < r.until {
-		s.refused.hits.add()
-		// A reading taken before the refusal was decided is held at
-		// its instant, which is within this request's span too.
-		return r.result(max(read, r.at)), nil
-	}
-	sh := &s.shards[h&s.shardMask]
-	for {
-		e, st := s.lockedEntry(sh, h, key, ps)
-		var now int64
-		if e == nil {
-			var err error
-			e, st, now, err = s.insert(sh, h, key, ps)
-			if err != nil {
-				return Result{}, err
-			}
-			if e == nil {
-				continue // another request added the entry first
-			}
-		} else {
-			now = e.at(read)
-		}
-		v, i, until := decide(ps, st, now, int64(cost))
-		if until > now {
-			res := result(&ps.policies[i], v, now)
-			s.refused.publish(h, &refusal{e: e, cost: int64(cost), at: now, until: until, res: res})
-			e.mu.Unlock()
-			return res, nil
-		}
-		e.mu.Unlock()
-		return result(&ps.policies[i], v, now), nil
-	}
+	v, i := decide(set.p, es, now, cost, record)
+	unlockAll(es)
+	return result(&set.p.policies[i], v, now), nil
 }
 
-// lockedEntry returns the live entry of key and ps in sh, whose hash is
-// h, locked, and its states; or nil if sh holds none. It locks the entry
-// the hash leads to before it reads the entry's identity, since both are
-// on the cache line the lock is: the line of a busy key then moves
-// between cores once a request, not twice.
-func (s *MemoryStore) lockedEntry(sh *shard, h uint64, key string, ps *policySet) (*entry, states) {
-	for {
-		sh.mu.RLock()
-		e := sh.m[h]
-		if e == nil && len(sh.other) > 0 {
-			e = sh.other[identity{key, ps.id}]
-		}
-		st := statesOf(sh, e, ps)
-		sh.mu.RUnlock()
-		if e == nil {
-			return nil, states{}
-		}
-		lockPolling(&e.mu)
-		if !e.is(key, ps) {
-			// Another key holds the hash: ours, if any, is beside the map.
-			e.mu.Unlock()
-			sh.mu.RLock()
-			e = sh.other[identity{key, ps.id}]
-			st = statesOf(sh, e, ps)
-			sh.mu.RUnlock()
-			if e == nil {
-				return nil, states{}
-			}
-			e.mu.Lock()
-		}
-		if e.seen != dropped {
-			return e, st
-		}
-		e.mu.Unlock()
-	}
-}
-
-// lockPolling locks mu, polling it first while it is held. A decision
-// holds its entry's lock for less time than sync.Mutex, finding the lock
-// held, pauses between looks, so requests for one busy key would queue
-// behind one another's pauses; TryLock only reads a held lock, and takes
-// it as soon as it is free. A lock held longer (by a sweep) sends the
-// request on to Lock after pollLimit looks.
-func lockPolling(mu *sync.Mutex) {
-	for range pollLimit {
-		if mu.TryLock() {
-			return
-		}
-	}
-	mu.Lock()
-}
-
-// statesOf returns the states of e, taken to be an entry of ps, without
-// reading e. The caller holds sh.mu.
-func statesOf(sh *shard, e *entry, ps *policySet) states {
-	if e == nil {
-		return states{}
-	}
-	st := states{first: &e.first}
-	if len(ps.policies) > 1 {
-		st.rest = sh.rest[e]
-	}
-	return st
-}
-
-// Peek implements Peeker.
-func (s *MemoryStore) Peek(ctx context.Context, key string, set PolicySet) (Result, error) {
-	if set.p == nil {
-		return Result{}, ErrEmptyPolicySet
-	}
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
-	ps := set.p
-	h := s.hash(key, ps)
-	var rs [4]Result
-	results := rs[:0]
-	e, st := s.lockedEntry(&s.shards[h&s.shardMask], h, key, ps)
-	if e == nil {
-		now := s.now()
-		for i := range ps.policies {
-			p := &ps.policies[i]
-			results = append(results, result(p, verdict{ok: true, remaining: int64(p.Limit)}, now))
-		}
-		return Tightest(results), nil
-	}
-	defer e.mu.Unlock()
-	// Read under the lock, the clock is no earlier than e.seen: no
-	// clamp is needed, and Peek writes nothing.
-	now := s.now()
+// decide checks every policy of ps against the states of es and, if
+// record is set and they all allow it, records cost requests in each, so
+// that a request is counted in all of them or in none. It returns the
+// verdict of the policy that binds tightest, with its index.
+func decide(ps *policySet, es []*entry, now int64, cost int, record bool) (verdict, int) {
+	worst, at, ok := verdict{}, 0, true
 	for i, a := range ps.algos {
-		p := &ps.policies[i]
-		results = append(results, result(p, a.peek(st.at(i), int64(p.Limit), int64(p.Window), now), now))
-	}
-	return Tightest(results), nil
-}
-
-// Reset implements Resetter: it drops the key's entry for set.
-func (s *MemoryStore) Reset(ctx context.Context, key string, set PolicySet) error {
-	if set.p == nil {
-		return ErrEmptyPolicySet
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	h := s.hash(key, set.p)
-	sh := &s.shards[h&s.shardMask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if e := sh.find(h, key, set.p); e != nil {
-		e.mu.Lock()
-		s.drop(sh, h, e)
-		e.mu.Unlock()
-	}
-	return nil
-}
-
-// Refund implements Refunder.
-func (s *MemoryStore) Refund(ctx context.Context, key string, set PolicySet, cost int, at time.Time) error {
-	if err := set.CheckCost(cost); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	ps := set.p
-	h := s.hash(key, ps)
-	e, st := s.lockedEntry(&s.shards[h&s.shardMask], h, key, ps)
-	if e == nil {
-		return nil
-	}
-	defer e.mu.Unlock()
-	s.refused.forget(h, e)
-	now, t := s.now(), at.UnixNano() // under the lock: no earlier than e.seen
-	for i, a := range ps.algos {
-		p := &ps.policies[i]
-		if t > now-int64(p.Window) && t <= now {
-			a.refund(st.at(i), int64(p.Limit), int64(p.Window), now, t, int64(cost))
-		}
-	}
-	return nil
-}
-
-// decide checks every policy of ps, then records in all of them or none,
-// and returns the verdict of the policy that binds tightest, with the
-// policy's index. For a refusal that may be remembered (see refusals.go)
-// it also returns until when; otherwise until is at most now. The caller
-// holds the entry's lock, and makes the Result once it has let go of it:
-// a hot key's lock is held for as little as the decision needs.
-func decide(ps *policySet, st states, now, cost int64) (worst verdict, at int, until int64) {
-	refused := false
-	for i, a := range ps.algos {
-		p := &ps.policies[i]
-		if v := a.decide(st.at(i), int64(p.Limit), int64(p.Window), now, cost); !v.ok {
-			if !refused || v.tighter(&worst) {
-				worst, at = v, i
-			}
-			refused = true
-		}
-	}
-	if refused {
-		return worst, at, now + holds(ps, st, now, cost, &worst)
-	}
-	for i, a := range ps.algos {
-		p := &ps.policies[i]
-		if v := a.record(st.at(i), int64(p.Limit), int64(p.Window), now, cost); i == 0 || v.tighter(&worst) {
+		v := a.decide(&es[i].st, &ps.policies[i], now, cost)
+		if i == 0 || v.tighter(worst) {
 			worst, at = v, i
 		}
+		ok = ok && v.ok
 	}
-	return worst, at, now
-}
-
-// holds returns how long the refusal v of cost at now holds as it is, or
-// 0 if it may not be remembered: unless a request of cost 1 is refused
-// too, smaller requests may be counted meanwhile. The policies' states
-// have been brought to now.
-func holds(ps *policySet, st states, now, cost int64, v *verdict) int64 {
-	r1 := v.retry
-	if cost > 1 {
-		r1 = 0
+	if ok && record {
 		for i, a := range ps.algos {
-			p := &ps.policies[i]
-			if v := a.decide(st.at(i), int64(p.Limit), int64(p.Window), now, 1); !v.ok {
-				r1 = max(r1, v.retry)
+			if v := a.record(&es[i].st, &ps.policies[i], now, cost); i == 0 || v.tighter(worst) {
+				worst, at = v, i
 			}
 		}
 	}
-	if v.reset > 0 {
-		return min(r1, v.reset)
-	}
-	return r1
+	return worst, at
 }
 
-func result(p *Policy, v verdict, now int64) Result {
-	return Result{
-		At:         time.Unix(0, now),
-		Allowed:    v.ok,
-		Limit:      p.Limit,
-		Remaining:  int(v.remaining),
-		RetryAfter: time.Duration(v.retry),
-		Reset:      time.Duration(v.reset),
-		Policy:     p.Name,
+// Refund implements Store.
+func (s *memoryStore) Refund(ctx context.Context, key string, set PolicySet, cost int, at time.Time) error {
+	t := at.UnixNano()
+	var buf [4]*entry
+	es, now, err := s.lock(ctx, key, set, cost, false, buf[:0])
+	if err != nil {
+		return err
+	}
+	idle := int64(math.MaxInt64)
+	for i, a := range set.p.algos {
+		p := &set.p.policies[i]
+		if e := es[i]; t > e.since && t <= now && (isCalendar(p.Algorithm) || t > now-int64(p.Window)) {
+			a.refund(&e.st, p, now, t, cost)
+			idle = min(idle, a.idleAt(&e.st, p))
+		}
+	}
+	unlockAll(es)
+	if idle != math.MaxInt64 {
+		// The entry may go idle sooner than the shard's sweepAt says, and
+		// a full shard must still find it (see makeRoom). The shard's
+		// lock is taken once the entries' are let go, as everywhere.
+		sh := s.shardOf(key)
+		sh.mu.Lock()
+		sh.sweepAt = min(sh.sweepAt, idle)
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// Reset implements Store: it drops the key's entries under set.
+func (s *memoryStore) Reset(ctx context.Context, key string, set PolicySet) error {
+	if err := check(ctx, set, 1); err != nil {
+		return err
+	}
+	names := s.catalog.names(set.p)
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, name := range names {
+		if e := sh.get(name, key); e != nil {
+			// Waiting here is safe: no goroutine holds an entry's lock
+			// while it asks for a shard's.
+			e.mu.Lock()
+			sh.forget(name+key, e, max(s.now(), e.seen))
+			e.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// lock returns, appended to es, the entries of key under each policy of
+// set, locked in the set's order, and the instant to decide at, for a
+// call of cost; the caller unlocks them (es is the caller's, so that a
+// buffer on its stack stays there). An entry that does not exist is made
+// if create is set; otherwise it stands in as a fresh entry outside the
+// store, as a key never seen (a Peek of one reports a full quota, and a
+// Refund changes nothing).
+//
+// Entries are found and made under the shard's lock and locked after it
+// is let go: no goroutine holds an entry's lock while it asks for a
+// shard's, so a sweep, which holds the shard's lock, may wait for an
+// entry's. An entry dropped meanwhile sends the request to look again.
+func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost int, create bool, es []*entry) ([]*entry, int64, error) {
+	if err := check(ctx, set, cost); err != nil {
+		return nil, 0, err
+	}
+	names := s.catalog.names(set.p)
+	sh := s.shardOf(key)
+	read := s.now()
+	for {
+		es = es[:0]
+		sh.mu.RLock()
+		for _, name := range names {
+			es = append(es, sh.get(name, key))
+		}
+		sh.mu.RUnlock()
+		if create && slices.Contains(es, nil) {
+			if err := s.insert(sh, set.p, names, key, es, read); err != nil {
+				return nil, 0, err
+			}
+		}
+		now := read
+		for i, e := range es {
+			if e == nil {
+				e = new(entry)
+				es[i] = e
+			}
+			e.mu.Lock()
+			now = max(now, e.seen) // dropped if e was dropped
+		}
+		if now != dropped {
+			for _, e := range es {
+				e.seen = now
+			}
+			return es, now, nil
+		}
+		unlockAll(es)
 	}
 }
 
-// insert adds the entry of key and ps, whose hash is h, to sh, sweeping
-// the shard first when a sweep is due and making room if the shard is
-// full, and returns the new entry locked, with a reading of the clock for
-// its first decision: the reading precedes any other request's for the
-// entry, since none can find the entry before its lock is released, so
-// instants stay in order. It returns a nil entry if the entry is there
-// already.
-func (s *MemoryStore) insert(sh *shard, h uint64, key string, ps *policySet) (*entry, states, int64, error) {
+// check returns why a call of cost under set, with ctx, counts nothing.
+func check(ctx context.Context, set PolicySet, cost int) error {
+	if err := set.CheckCost(cost); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func unlockAll(es []*entry) {
+	for _, e := range es {
+		e.mu.Unlock()
+	}
+}
+
+// get returns the entry of key under the policy whose name prefix is name,
+// or nil. The caller holds sh.mu.
+func (sh *shard) get(name, key string) *entry {
+	var buf [128]byte
+	return sh.m[string(append(append(buf[:0], name...), key...))]
+}
+
+// insert adds to sh the entries es lacks for key, one per name of a
+// policy of ps, sweeping the shard first when a sweep is due and making
+// room if it is full. read is the reading of the clock the request
+// decides at, at least.
+func (s *memoryStore) insert(sh *shard, ps *policySet, names []string, key string, es []*entry, read int64) error {
 	now := s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.find(h, key, ps) != nil {
-		return nil, states{}, 0, nil
-	}
-	if sh.len() >= int(sh.sweepLen) && now >= sh.sweepAt {
+	if len(sh.m) >= sh.sweepLen && now >= sh.sweepAt {
 		s.sweep(sh, now)
 	}
-	if s.perShard > 0 && sh.len() >= s.perShard && !s.makeRoom(sh, now) {
-		s.rejected.Add(1)
-		return nil, states{}, 0, ErrStoreFull
-	}
-	// Copy, so that the entry does not pin a larger string the key was
-	// cut from (a whole header, say).
-	e := &entry{key: strings.Clone(key), set: ps, seen: now}
-	e.mu.Lock()
-	st := states{first: &e.first}
-	if n := len(ps.policies); n > 1 {
-		st.rest = make([]state, n-1)
-		if sh.rest == nil {
-			sh.rest = make(map[*entry][]state)
+	// Room for every entry the key lacks before any is added, so that
+	// making room for one never drops another, new and so idle (which
+	// would send the request round again, for ever in a small shard), and
+	// the key gets all of them or none. Making room may drop one of the
+	// key's own entries: look again each time.
+	for {
+		missing := 0
+		for i, name := range names {
+			if es[i] = sh.get(name, key); es[i] == nil {
+				missing++
+			}
 		}
-		sh.rest[e] = st.rest
+		if s.perShard == 0 || len(sh.m)+missing <= s.perShard {
+			break
+		}
+		if !s.makeRoom(sh, now) {
+			s.rejected.Add(1)
+			return errStoreFull
+		}
 	}
-	sh.add(h, e)
-	sh.sweepAt = min(sh.sweepAt, now+ps.minIdle)
-	return e, st, now, nil
+	for i, name := range names {
+		if es[i] != nil {
+			continue // it was there, or another request made it first
+		}
+		// since keeps a refund from reaching back past an entry of the
+		// key the shard forgot: what it counted, at or before the
+		// instant it was forgotten, is never taken from this one.
+		es[i] = &entry{seen: read, since: max(read-1, sh.dropped)}
+		sh.m[name+key] = es[i] // a copy of key, which never pins a larger string
+		sh.peak = max(sh.peak, len(sh.m))
+		// No state goes idle sooner than one emission interval after it
+		// counts a request (the window of the log and the counter is
+		// longer), nor a calendar count before its period ends.
+		if p := &ps.policies[i]; !isCalendar(p.Algorithm) {
+			sh.sweepAt = min(sh.sweepAt, now+interval(p))
+		}
+	}
+	return nil
 }
 
-// idleAt returns the instant from which every state of e is idle. The
-// caller holds e's lock.
-func idleAt(e *entry, st states) int64 {
-	at := int64(-1 << 63)
-	for i, a := range e.set.algos {
-		p := &e.set.policies[i]
-		at = max(at, a.idleAt(st.at(i), int64(p.Limit), int64(p.Window)))
-	}
-	return at
-}
-
-// lastUsed returns an instant that grows with e's activity. The caller
-// holds e's lock.
-func lastUsed(e *entry, st states) int64 {
-	t := int64(-1 << 63)
-	for i, a := range e.set.algos {
-		t = max(t, a.last(st.at(i)))
-	}
-	return t
+// forget drops e, named name in sh, at the instant at: at least the
+// latest it was decided at, so that an entry made later ignores refunds of
+// what e counted, even where a clock stepping back makes that later entry
+// decide at earlier instants. The caller holds sh.mu and e.mu.
+func (sh *shard) forget(name string, e *entry, at int64) {
+	e.seen = dropped
+	delete(sh.m, name)
+	sh.dropped = max(sh.dropped, at)
 }
 
 // sweep drops the idle entries of sh and notes when the next sweep is due:
@@ -607,99 +395,66 @@ func lastUsed(e *entry, st states) int64 {
 // most two entry visits, amortized, and skipping sweeps that cannot find
 // anything makes a flood of keys within one window cost none. The caller
 // holds sh.mu.
-func (s *MemoryStore) sweep(sh *shard, now int64) {
-	next := int64(1<<63 - 1)
-	visit := func(h uint64, e *entry) {
-		// Waiting here is safe: no goroutine holds an entry's lock while
-		// it asks for a shard's.
+func (s *memoryStore) sweep(sh *shard, now int64) {
+	next := int64(math.MaxInt64)
+	for name, e := range sh.m {
+		p := s.catalog.policy(name)
 		e.mu.Lock()
-		if at := idleAt(e, statesOf(sh, e, e.set)); at <= now {
-			s.drop(sh, h, e)
+		if at := algorithmOf(p.Algorithm).idleAt(&e.st, p); at <= now {
+			sh.forget(name, e, e.seen) // idle, but a clock stepping back could reach it
 		} else {
 			next = min(next, at)
 		}
 		e.mu.Unlock()
 	}
-	for h, e := range sh.m {
-		visit(h, e)
-	}
-	for _, e := range sh.other {
-		visit(s.hash(e.key, e.set), e)
-	}
-	sh.sweepLen = int32(max(2*sh.len(), minSweepLen))
+	sh.sweepLen = max(2*len(sh.m), minSweepLen)
 	sh.sweepAt = next
-}
-
-// hash returns the hash of key and ps, by which the store finds their
-// entry, its shard and its remembered refusal.
-func (s *MemoryStore) hash(key string, ps *policySet) uint64 {
-	return maphash.String(s.seed, key) ^ ps.hash
-}
-
-// drop removes e, whose hash is h, from sh. The caller holds sh.mu and
-// e.mu.
-func (s *MemoryStore) drop(sh *shard, h uint64, e *entry) {
-	e.seen = dropped
-	s.refused.forget(h, e)
-	if sh.m[h] == e {
-		delete(sh.m, h)
-	} else {
-		delete(sh.other, identity{e.key, e.set.id})
+	if sh.peak >= 64 && len(sh.m) <= sh.peak/4 {
+		// Go maps keep the memory of their peak: give a shrunken shard a
+		// map of its present size (maps.Clone may keep the capacity).
+		m := make(map[string]*entry, len(sh.m))
+		for k, e := range sh.m {
+			m[k] = e
+		}
+		sh.m, sh.peak = m, len(m)
 	}
-	delete(sh.rest, e)
 }
 
-// makeRoom frees a place in the full shard sh, reporting whether it could.
-// An idle entry goes first, if there is one; failing that, under
-// EvictLeastRecent, the sampled entry whose latest request is oldest.
-func (s *MemoryStore) makeRoom(sh *shard, now int64) bool {
-	var victim *entry
-	var victimHash uint64
-	victimAt := int64(1<<63 - 1)
-	n := evictSample
-	// Entries in sh.other are left out of the sample: there are almost
-	// never any, and a sample need not see every entry.
-	for h, e := range sh.m {
-		if n == 0 {
-			break
-		}
-		n--
-		// Waiting here is safe: no goroutine holds an entry's lock while
-		// it asks for a shard's.
-		e.mu.Lock()
-		st := statesOf(sh, e, e.set)
-		if idleAt(e, st) <= now {
-			s.drop(sh, h, e)
-			e.mu.Unlock()
-			return true
-		}
-		if t := lastUsed(e, st); t < victimAt {
-			victim, victimHash, victimAt = e, h, t
-		}
-		e.mu.Unlock()
-	}
-	// The sample may have missed idle entries: sweep the shard if one can
-	// be idle, which costs at most one visit of each entry per entry it
-	// frees, since the sweep notes when the next can be.
-	if now >= sh.sweepAt {
-		n := sh.len()
-		s.sweep(sh, now)
-		if sh.len() < n {
+// makeRoom frees a place in the full shard sh, reporting whether it could:
+// the idle entries, if any can be idle yet (see sweep), else, when the
+// store evicts, the least recently decided of a sample. The caller holds
+// sh.mu.
+func (s *memoryStore) makeRoom(sh *shard, now int64) bool {
+	if n := len(sh.m); now >= sh.sweepAt {
+		if s.sweep(sh, now); len(sh.m) < n {
 			return true
 		}
 	}
-	if s.overflow != EvictLeastRecent || victim == nil {
+	if !s.evict || len(sh.m) == 0 {
 		return false
 	}
+	var victim *entry
+	var name string
+	oldest, n := int64(math.MaxInt64), evictSample
+	for k, e := range sh.m {
+		e.mu.Lock()
+		if e.seen < oldest {
+			victim, name, oldest = e, k, e.seen
+		}
+		e.mu.Unlock()
+		if n--; n == 0 {
+			break
+		}
+	}
 	victim.mu.Lock()
-	s.drop(sh, victimHash, victim)
+	sh.forget(name, victim, max(now, victim.seen))
 	victim.mu.Unlock()
 	s.evicted.Add(1)
 	return true
 }
 
-// sweepLoop runs the background sweep until Close.
-func (s *MemoryStore) sweepLoop() {
+// sweepLoop sweeps every shard once per sweepInterval, until Close.
+func (s *memoryStore) sweepLoop() {
 	defer close(s.done)
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
@@ -708,74 +463,99 @@ func (s *MemoryStore) sweepLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.sweepAll()
+		}
+		for i := range s.shards {
+			sh := &s.shards[i]
+			now := s.now()
+			sh.mu.Lock()
+			s.sweep(sh, now)
+			sh.mu.Unlock()
 		}
 	}
-}
-
-// sweepAll drops every idle entry and gives each shard that has shrunk to
-// a quarter of its peak maps of their present size, since Go maps keep
-// the memory of their peak.
-func (s *MemoryStore) sweepAll() {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		now := s.now()
-		sh.mu.Lock()
-		s.sweep(sh, now)
-		if sh.peak >= 64 && len(sh.m) <= int(sh.peak/4) {
-			sh.m, sh.peak = resized(sh.m), int32(len(sh.m))
-			sh.other = resized(sh.other)
-			sh.rest = resized(sh.rest)
-		}
-		sh.mu.Unlock()
-	}
-}
-
-// resized returns a copy of m made for its present size (maps.Clone may
-// keep m's capacity), or nil for a nil m.
-func resized[K comparable, V any](m map[K]V) map[K]V {
-	if m == nil {
-		return nil
-	}
-	r := make(map[K]V, len(m))
-	for k, v := range m {
-		r[k] = v
-	}
-	return r
 }
 
 // Stats reports the store's counters.
-func (s *MemoryStore) Stats() Stats {
+func (s *memoryStore) Stats() Stats {
 	var st Stats
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.RLock()
-		st.Keys += sh.len()
+		st.Keys += len(sh.m)
 		sh.mu.RUnlock()
 	}
 	st.Evicted = s.evicted.Load()
 	st.Rejected = s.rejected.Load()
-	st.CachedRefusals = s.refused.hits.load()
 	return st
 }
 
 // Close stops the background sweep and waits for it. It is safe to call
-// more than once; the store still answers Take afterwards, without the
+// more than once; the store still answers afterwards, without the
 // background sweep.
-func (s *MemoryStore) Close() error {
+func (s *memoryStore) Close() error {
 	s.closeOnce.Do(func() { close(s.stop) })
 	<-s.done
 	return nil
 }
 
-// Stats are a store's counters, for metrics.
-type Stats struct {
-	Keys     int    // entries tracked now: one per key and policy set
-	Evicted  uint64 // live entries dropped to make room (EvictLeastRecent)
-	Rejected uint64 // new entries refused because the store was full (RejectNewKeys)
-	// CachedRefusals counts refusals answered from a refusal remembered
-	// until it could change: by the memory store without taking the
-	// key's lock, by redisstore without a round trip to Redis. A flood
-	// from one client over its limit shows here.
-	CachedRefusals uint64
+func result(p *Policy, v verdict, now int64) Result {
+	return Result{
+		Allowed:    v.ok,
+		Limit:      p.Limit,
+		Remaining:  v.remaining,
+		RetryAfter: v.retry,
+		Reset:      v.reset,
+		Policy:     p.Name,
+		Window:     windowOf(p, now),
+		At:         time.Unix(0, now),
+	}
+}
+
+// catalog numbers the policies of the sets a store is given, so that an
+// entry's name in its shard says which policy of which set it counts for,
+// in a prefix of a few bytes ("<number>:"), before the key. Sets of one ID
+// share numbers, and so counts; the catalog grows with the IDs, which
+// name quotas whatever their limits, not with the sets.
+type catalog struct {
+	byID     sync.Map // set ID -> []string, the prefix of each of its policies
+	mu       sync.Mutex
+	policies []*Policy // by number: the policy of the first set of its ID
+}
+
+// numbering is the prefixes a catalog gave the policies of a set.
+type numbering struct {
+	by    *catalog
+	names []string
+}
+
+// names returns the prefix of each policy of ps.
+func (c *catalog) names(ps *policySet) []string {
+	if n := ps.numbered.Load(); n != nil && n.by == c {
+		return n.names
+	}
+	if v, ok := c.byID.Load(ps.id); ok {
+		ps.numbered.CompareAndSwap(nil, &numbering{c, v.([]string)})
+		return v.([]string)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.byID.Load(ps.id); ok {
+		return v.([]string)
+	}
+	names := make([]string, len(ps.policies))
+	for i := range ps.policies {
+		names[i] = strconv.Itoa(len(c.policies)) + ":"
+		c.policies = append(c.policies, &ps.policies[i])
+	}
+	c.byID.Store(ps.id, names)
+	ps.numbered.CompareAndSwap(nil, &numbering{c, names})
+	return names
+}
+
+// policy returns the policy an entry named name counts for: its limit
+// may be another set's of the same ID, its window and algorithm not.
+func (c *catalog) policy(name string) *Policy {
+	n, _ := strconv.Atoi(name[:strings.IndexByte(name, ':')])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.policies[n]
 }

@@ -9,7 +9,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"runtime"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,15 +17,19 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/internal/fakeclock"
 )
 
-func newLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.KeyFunc, opts ...ratelimit.Option) *ratelimit.Limiter {
+// newLimiter returns a Limiter of New's arguments, closed when the test
+// ends.
+func newLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.Keyer, opts ...ratelimit.Option) *ratelimit.Limiter {
 	t.Helper()
 	l, err := ratelimit.New(limit, window, key, opts...)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	return l
 }
@@ -34,6 +38,8 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 })
 
+// get serves h a GET from remote carrying the headers hdr, as name, value
+// pairs.
 func get(h http.Handler, remote string, hdr ...string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = remote
@@ -45,50 +51,51 @@ func get(h http.Handler, remote string, hdr ...string) *httptest.ResponseRecorde
 	return w
 }
 
+// mwMaxKeyLen is the longest API key KeyByHeader keeps (maxKeyLen).
+const mwMaxKeyLen = 256
+
+// mwMaxWindow is the longest window of a policy (maxWindow).
+const mwMaxWindow = 2 * 365 * 24 * time.Hour
+
 func TestHandlerSequenceAndHeaders(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(t, 3, time.Minute, ratelimit.KeyByIP())
-		h := l.Handler(okHandler)
-		type want struct {
-			status                      int
-			limit, remaining, reset     string
-			rateLimit, retryAfter, body string
+	clk := fakeclock.New()
+	l := newLimiter(t, 3, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(clk.Now))
+	h := l.Handler(okHandler)
+	type want struct {
+		status                      int
+		limit, remaining, reset     string
+		rateLimit, retryAfter, body string
+	}
+	steps := []struct {
+		wait time.Duration
+		want want
+	}{
+		{0, want{200, "3", "2", "60", `"default";r=2;t=60`, "", ""}},
+		{20 * time.Second, want{200, "3", "1", "40", `"default";r=1;t=40`, "", ""}},
+		{20*time.Second + 500*time.Millisecond, want{200, "3", "0", "20", `"default";r=0;t=20`, "", ""}},
+		// 19.5s until the first request leaves: advertised as 20, rounded up.
+		{0, want{429, "3", "0", "20", `"default";r=0;t=20`, "20", "Too Many Requests"}},
+		// 1ms before it leaves: 1, never 0.
+		{19*time.Second + 499*time.Millisecond, want{429, "3", "0", "1", `"default";r=0;t=1`, "1", "Too Many Requests"}},
+		{time.Millisecond, want{200, "3", "0", "20", `"default";r=0;t=20`, "", ""}},
+	}
+	for i, st := range steps {
+		clk.Advance(st.wait)
+		w := get(h, "192.0.2.1:1234")
+		got := want{
+			status:     w.Code,
+			limit:      w.Header().Get("X-RateLimit-Limit"),
+			remaining:  w.Header().Get("X-RateLimit-Remaining"),
+			reset:      w.Header().Get("X-RateLimit-Reset"),
+			rateLimit:  w.Header().Get("RateLimit"),
+			retryAfter: w.Header().Get("Retry-After"),
 		}
-		steps := []struct {
-			wait time.Duration
-			want want
-		}{
-			{0, want{200, "3", "2", "60", `"default";r=2;t=60`, "", ""}},
-			{20 * time.Second, want{200, "3", "1", "40", `"default";r=1;t=40`, "", ""}},
-			{20*time.Second + 500*time.Millisecond, want{200, "3", "0", "20", `"default";r=0;t=20`, "", ""}},
-			// 19.5s until the first request leaves: advertised as 20, rounded up.
-			{0, want{429, "3", "0", "20", `"default";r=0;t=20`, "20", "Too Many Requests"}},
-			// 1ms before it leaves: 1, never 0.
-			{19*time.Second + 499*time.Millisecond, want{429, "3", "0", "1", `"default";r=0;t=1`, "1", "Too Many Requests"}},
-			{time.Millisecond, want{200, "3", "0", "20", `"default";r=0;t=20`, "", ""}},
+		if strings.Contains(w.Body.String(), "Too Many Requests") {
+			got.body = "Too Many Requests"
 		}
-		for i, st := range steps {
-			time.Sleep(st.wait)
-			w := get(h, "192.0.2.1:1234")
-			got := want{
-				status:     w.Code,
-				limit:      w.Header().Get("X-RateLimit-Limit"),
-				remaining:  w.Header().Get("X-RateLimit-Remaining"),
-				reset:      w.Header().Get("X-RateLimit-Reset"),
-				rateLimit:  w.Header().Get("RateLimit"),
-				retryAfter: w.Header().Get("Retry-After"),
-			}
-			if strings.Contains(w.Body.String(), "Too Many Requests") {
-				got.body = "Too Many Requests"
-			}
-			if got != st.want {
-				t.Errorf("request %d: got %+v, want %+v", i, got, st.want)
-			}
-			if p := w.Header().Get("RateLimit-Policy"); p != `"default";q=3;w=60` {
-				t.Errorf("request %d: RateLimit-Policy %q, want %q", i, p, `"default";q=3;w=60`)
-			}
-		}
-	})
+		assert.Equal(t, st.want, got, "request %d", i)
+		assert.Equal(t, `"default";q=3;w=60`, w.Header().Get("RateLimit-Policy"), "request %d: RateLimit-Policy", i)
+	}
 }
 
 func TestHandlerExactUnderConcurrency(t *testing.T) {
@@ -107,96 +114,76 @@ func TestHandlerExactUnderConcurrency(t *testing.T) {
 				case http.StatusTooManyRequests:
 					tooMany.Add(1)
 				default:
-					t.Errorf("status %d", code)
+					t.Errorf("status %d, want 200 or 429", code)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if got, want := ok.Load(), int64(limit); got != want {
-		t.Errorf("200s: got %v, want %v", got, want)
-	}
-	if got, want := served.Load(), int64(limit); got != want {
-		t.Errorf("requests reaching the handler: got %v, want %v", got, want)
-	}
-	if got, want := tooMany.Load(), int64(goroutines*each-limit); got != want {
-		t.Errorf("429s: got %v, want %v", got, want)
-	}
+	assert.Equal(t, int64(limit), ok.Load(), "200s")
+	assert.Equal(t, int64(limit), served.Load(), "requests reaching the handler")
+	assert.Equal(t, int64(goroutines*each-limit), tooMany.Load(), "429s")
 }
 
 func TestAllowExactUnderConcurrency(t *testing.T) {
 	const limit, goroutines, each = 300, 128, 10
 	l := newLimiter(t, limit, time.Minute, ratelimit.KeyByIP())
-	var allowed atomic.Int64
+	var allowed, refused atomic.Int64
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Go(func() {
 			for range each {
-				res, err := l.Allow(context.Background(), "user-1")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if res.Allowed {
+				d := l.Allow(context.Background(), "user-1", 1)
+				switch d.Outcome {
+				case ratelimit.Serve:
 					allowed.Add(1)
+					assert.True(t, d.Result.Allowed, "a Serve without dry run was allowed")
+				case ratelimit.Refuse:
+					refused.Add(1)
+				default:
+					t.Errorf("Outcome %v (%v), want Serve or Refuse", d.Outcome, d.Err)
 				}
-				if res.Remaining < 0 || res.Remaining > limit {
-					t.Errorf("Remaining %d outside [0, %d]", res.Remaining, limit)
+				if d.Result.Remaining < 0 || d.Result.Remaining > limit {
+					t.Errorf("Remaining %d outside [0, %d]", d.Result.Remaining, limit)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if got, want := allowed.Load(), int64(limit); got != want {
-		t.Errorf("allowed.Load(): got %v, want %v", got, want)
-	}
+	assert.Equal(t, int64(limit), allowed.Load(), "allowed")
+	assert.Equal(t, int64(goroutines*each-limit), refused.Load(), "refused")
 }
 
 func TestMissingKeyNeverReachesTheHandler(t *testing.T) {
 	l := newLimiter(t, 10, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
 	var reached bool
 	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = true }))
-	for _, hdr := range [][]string{nil, {"X-API-Key", ""}} {
+	for _, hdr := range [][]string{nil, {"X-API-Key", ""}, {"X-API-Key", " \t "}} {
 		w := get(h, "192.0.2.1:1", hdr...)
-		if got, want := w.Code, http.StatusBadRequest; got != want {
-			t.Errorf("status %v, want %v", got, want)
-		}
-		if reached {
-			t.Errorf("the wrapped handler ran without a key: want false")
-		}
-		if got := w.Header().Get("X-RateLimit-Remaining"); got != "" {
-			t.Errorf("no decision, no rate-limit headers: got %q, want empty", got)
-		}
+		assert.Equal(t, http.StatusBadRequest, w.Code, "headers %q: status", hdr)
+		assert.False(t, reached, "headers %q: the wrapped handler ran without a key", hdr)
+		assert.Empty(t, w.Header().Get("X-RateLimit-Remaining"), "headers %q: no decision, no rate-limit headers", hdr)
 	}
-	w := get(h, "192.0.2.1:1", "X-API-Key", strings.Repeat("k", ratelimit.MaxKeyLen+1))
-	if got, want := w.Code, http.StatusRequestHeaderFieldsTooLarge; got != want {
-		t.Errorf("status %v, want %v", got, want)
-	}
-	if got := w.Body.String(); strings.Contains(got, "kkkk") {
-		t.Errorf("the body must not echo the client's key: %q contains %q", got, "kkkk")
-	}
+	w := get(h, "192.0.2.1:1", "X-API-Key", strings.Repeat("k", mwMaxKeyLen+1))
+	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, w.Code, "an oversized key: status")
+	assert.NotContains(t, w.Body.String(), "kkkk", "the body must not echo the client's key")
+	assert.False(t, reached, "the wrapped handler ran with an oversized key")
 }
 
 func TestForwardingHeadersIgnoredByDefault(t *testing.T) {
 	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP())
 	h := l.Handler(okHandler)
-	if got, want := get(h, "198.51.100.7:5000").Code, 200; got != want {
-		t.Errorf("first request: status %v, want %v", got, want)
-	}
+	require.Equal(t, 200, get(h, "198.51.100.7:5000").Code, "first request")
 	// The same peer pretending to be others is still the same peer.
 	for _, hdr := range [][]string{
 		{"X-Forwarded-For", "203.0.113.1"},
 		{"X-Real-IP", "203.0.113.2"},
 		{"Forwarded", "for=203.0.113.3"},
 	} {
-		if got, want := get(h, "198.51.100.7:5001", hdr...).Code, 429; got != want {
-			t.Errorf("spoofed %s: got %v, want %v", hdr[0], got, want)
-		}
+		assert.Equal(t, 429, get(h, "198.51.100.7:5001", hdr...).Code, "spoofed %s", hdr[0])
 	}
 	// And nobody can drain a victim's quota by naming the victim.
-	if got, want := get(h, "203.0.113.1:80").Code, 200; got != want {
-		t.Errorf("victim locked out by a spoofed header: got %v, want %v", got, want)
-	}
+	assert.Equal(t, 200, get(h, "203.0.113.1:80").Code, "victim locked out by a spoofed header")
 }
 
 func TestIPv6GroupedBySlash64(t *testing.T) {
@@ -215,9 +202,7 @@ func TestIPv6GroupedBySlash64(t *testing.T) {
 		{"[::ffff:192.0.2.9]:1", 200},
 		{"192.0.2.9:2", 429},
 	} {
-		if got := get(h, step.remote).Code; got != step.want {
-			t.Errorf("request %d from %s: status %d, want %d", i, step.remote, got, step.want)
-		}
+		assert.Equal(t, step.want, get(h, step.remote).Code, "request %d from %s", i, step.remote)
 	}
 }
 
@@ -227,101 +212,149 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		name   string
 		limit  int
 		window time.Duration
-		key    ratelimit.KeyFunc
+		key    ratelimit.Keyer
 		opts   []ratelimit.Option
 		want   []string
 	}{
 		{"zero limit", 0, time.Minute, key, nil, []string{"limit 0"}},
 		{"negative window", 1, -time.Second, key, nil, []string{"window -1s"}},
-		{"nil key", 1, time.Minute, nil, nil, []string{"nil KeyFunc"}},
-		{"all at once", 0, 0, nil, nil, []string{"limit 0", "window 0s", "nil KeyFunc"}},
-		{"zero option", 1, time.Minute, key, []ratelimit.Option{{}}, []string{"zero Option"}},
-		{"bad max keys", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithMaxKeys(0, ratelimit.RejectNewKeys)}, []string{"WithMaxKeys"}},
+		{"nil key", 1, time.Minute, nil, nil, []string{"nil Keyer"}},
+		{"nil KeyFunc", 1, time.Minute, ratelimit.KeyFunc(nil), nil, []string{"nil Keyer"}},
+		{"misconfigured extractor", 1, time.Minute, ratelimit.KeyByHeader(""), nil, []string{"KeyByHeader"}},
+		{"all at once", 0, 0, nil, nil, []string{"limit 0", "window 0s", "nil Keyer"}},
+		{"nil option", 1, time.Minute, key, []ratelimit.Option{nil}, []string{"nil Option"}},
 		{"unknown algorithm", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithAlgorithm(99)}, []string{"unknown algorithm"}},
-		{"store and memory options", 1, time.Minute, key, []ratelimit.Option{
-			ratelimit.WithStore(stubStore{}), ratelimit.WithMaxKeys(10, ratelimit.RejectNewKeys),
-		}, []string{"cannot be combined with WithStore"}},
+		{"nil store", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithStore(nil)}, []string{"WithStore: nil store"}},
 		{"duplicate policy name", 1, time.Minute, key, []ratelimit.Option{
 			ratelimit.WithPolicies(ratelimit.Policy{Name: "default", Limit: 5, Window: time.Hour}),
 		}, []string{"used twice"}},
 		{"bad policy name", 1, time.Minute, key, []ratelimit.Option{
 			ratelimit.WithPolicies(ratelimit.Policy{Name: `a"b`, Limit: 5, Window: time.Hour}),
 		}, []string{"policy name"}},
+		{"bad name", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithName("a b")}, []string{"policy name"}},
 		{"nil handlers", 1, time.Minute, key, []ratelimit.Option{
-			ratelimit.WithDeniedHandler(nil), ratelimit.WithErrorHandler(nil), ratelimit.WithKeyErrorHandler(nil),
-		}, []string{"WithDeniedHandler", "WithErrorHandler", "WithKeyErrorHandler"}},
-		{"bad header set", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithHeaders(7)}, []string{"WithHeaders"}},
+			ratelimit.WithDeniedHandler(nil), ratelimit.WithErrorHandler(nil),
+		}, []string{"WithDeniedHandler", "WithErrorHandler"}},
+		{"nil functions", 1, time.Minute, key, []ratelimit.Option{
+			ratelimit.WithClock(nil), ratelimit.WithCost(nil), ratelimit.WithSkip(nil), ratelimit.WithCountIf(nil),
+		}, []string{"WithClock", "WithCost", "WithSkip", "WithCountIf"}},
+		{"unknown header set", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithHeaders(8)}, []string{"WithHeaders"}},
+		{"unix reset alone", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithHeaders(ratelimit.HeadersUnixReset)}, []string{"HeadersUnixReset without HeadersLegacy"}},
+		{"nil limits", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithLimits(nil, time.Minute)}, []string{"WithLimits: nil function"}},
+		{"limits without a ttl", 1, time.Minute, key, []ratelimit.Option{
+			ratelimit.WithLimits(func(context.Context, string) ([]ratelimit.Policy, error) { return nil, nil }, 0),
+		}, []string{"WithLimits: ttl 0s"}},
 		{"limit beyond int32", 1 << 40, time.Minute, key, nil, []string{"want 1 to 2147483647"}},
-		{"window beyond MaxWindow", 1, ratelimit.MaxWindow + 1, key, nil, []string{"at most two years"}},
+		{"window beyond two years", 1, mwMaxWindow + 1, key, nil, []string{"at most two years"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, err := ratelimit.New(tt.limit, tt.window, tt.key, tt.opts...)
-			if err == nil {
-				t.Fatalf("want an error")
-			}
-			if l != nil {
-				t.Errorf("l: %v, want nil", l)
-			}
+			require.Error(t, err)
+			assert.Nil(t, l)
 			for _, w := range tt.want {
-				if got := err.Error(); !strings.Contains(got, w) {
-					t.Errorf("err.Error(): %q does not contain %q", got, w)
-				}
+				assert.Contains(t, err.Error(), w)
 			}
-			for _, line := range strings.Split(err.Error(), "\n") {
-				if !(strings.HasPrefix(line, "ratelimit: ")) {
-					t.Errorf("error line %q lacks the package prefix: want true", line)
-				}
+			for line := range strings.SplitSeq(err.Error(), "\n") {
+				assert.True(t, strings.HasPrefix(line, "ratelimit: "), "error line %q lacks the package prefix", line)
 			}
 		})
 	}
 }
 
+// stubStore answers every call with res and err.
 type stubStore struct {
 	res ratelimit.Result
 	err error
 }
 
+var _ ratelimit.Store = stubStore{}
+
 func (s stubStore) Take(context.Context, string, ratelimit.PolicySet, int) (ratelimit.Result, error) {
 	return s.res, s.err
 }
 
+func (s stubStore) Peek(context.Context, string, ratelimit.PolicySet) (ratelimit.Result, error) {
+	return s.res, s.err
+}
+
+func (s stubStore) Reset(context.Context, string, ratelimit.PolicySet) error { return s.err }
+
+func (s stubStore) Refund(context.Context, string, ratelimit.PolicySet, int, time.Time) error {
+	return s.err
+}
+
+func (stubStore) Close() error { return nil }
+
 func TestStoreErrors(t *testing.T) {
 	boom := errors.New("dial tcp 10.0.0.1:6379: secret internals")
+	request := func() *http.Request {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		return r
+	}
 	t.Run("default answers 503 without the error text", func(t *testing.T) {
 		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{err: boom}))
 		var reached bool
 		w := get(l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true })), "192.0.2.1:1")
-		if got, want := w.Code, http.StatusServiceUnavailable; got != want {
-			t.Errorf("status %v, want %v", got, want)
-		}
-		if got, want := w.Header().Get("Retry-After"), "1"; got != want {
-			t.Errorf("w.Header().Get(\"Retry-After\"): got %v, want %v", got, want)
-		}
-		if got := w.Body.String(); strings.Contains(got, "secret") {
-			t.Errorf("w.Body.String(): %q contains %q", got, "secret")
-		}
-		if reached {
-			t.Errorf("reached: want false")
-		}
+		assert.Equal(t, http.StatusServiceUnavailable, w.Code, "status")
+		assert.Equal(t, "1", w.Header().Get("Retry-After"), "Retry-After")
+		assert.NotContains(t, w.Body.String(), "secret", "body")
+		assert.Empty(t, w.Header().Get("RateLimit"), "no decision, no rate-limit headers")
+		assert.False(t, reached, "the wrapped handler ran")
+		d := l.Decide(request())
+		assert.Equal(t, ratelimit.Fail, d.Outcome, "Decide: Outcome")
+		assert.ErrorIs(t, d.Err, boom, "Decide: Err")
 	})
 	t.Run("fail open lets the request through and reports it", func(t *testing.T) {
 		var seen error
 		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{err: boom}),
 			ratelimit.WithFailOpen(), ratelimit.WithHooks(ratelimit.Hooks{OnError: func(r *http.Request, err error) { seen = err }}))
-		if got, want := get(l.Handler(okHandler), "192.0.2.1:1").Code, http.StatusOK; got != want {
-			t.Errorf("get(l.Handler(okHandler), \"192.0.2.1:1\").Code: got %v, want %v", got, want)
-		}
-		if got, want := seen, boom; got != want {
-			t.Errorf("seen: got %v, want %v", got, want)
-		}
+		w := get(l.Handler(okHandler), "192.0.2.1:1")
+		assert.Equal(t, http.StatusOK, w.Code, "status")
+		assert.Empty(t, w.Header().Get("RateLimit"), "served without rate-limit headers")
+		assert.ErrorIs(t, seen, boom, "OnError")
+		d := l.Decide(request())
+		assert.Equal(t, ratelimit.Serve, d.Outcome, "Decide: Outcome")
+		assert.ErrorIs(t, d.Err, boom, "Decide: Err")
+		assert.Zero(t, d.Result, "Decide: the store did not decide")
 	})
 	t.Run("custom handler", func(t *testing.T) {
 		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{err: boom}),
 			ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) { w.WriteHeader(599) }))
-		if got, want := get(l.Handler(okHandler), "192.0.2.1:1").Code, 599; got != want {
-			t.Errorf("get(l.Handler(okHandler), \"192.0.2.1:1\").Code: got %v, want %v", got, want)
+		assert.Equal(t, 599, get(l.Handler(okHandler), "192.0.2.1:1").Code, "status")
+	})
+	t.Run("one handler for rejections and failures", func(t *testing.T) {
+		// A request at fault comes with a *KeyError, a Keyer's own error
+		// wrapped in one; a failure without.
+		forged := errors.New("forged credential")
+		keyer := ratelimit.KeyFunc(func(r *http.Request) (string, error) {
+			switch r.Header.Get("X-Case") {
+			case "forged":
+				return "", forged
+			case "none":
+				return "", &ratelimit.KeyError{Status: 401, Message: "401 Unauthorized"}
+			}
+			return "k", nil
+		})
+		var got []error
+		l := newLimiter(t, 1, time.Minute, keyer, ratelimit.WithStore(stubStore{err: boom}),
+			ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) { got = append(got, err) }))
+		h := l.Handler(okHandler)
+		for _, c := range []string{"forged", "none", "ok"} {
+			get(h, "192.0.2.1:1", "X-Case", c)
 		}
+		require.Len(t, got, 3, "the handler's calls")
+		var ke *ratelimit.KeyError
+		if assert.ErrorAs(t, got[0], &ke, "a Keyer's own error") {
+			assert.Equal(t, 400, ke.Status, "its status")
+		}
+		assert.ErrorIs(t, got[0], forged, "a Keyer's own error, still matched")
+		if assert.ErrorAs(t, got[1], &ke, "a Keyer's KeyError") {
+			assert.Equal(t, 401, ke.Status, "its status")
+		}
+		assert.False(t, errors.As(got[2], &ke), "the store's failure: no KeyError")
+		assert.ErrorIs(t, got[2], boom, "the store's failure")
 	})
 }
 
@@ -329,51 +362,51 @@ func TestHeaderSets(t *testing.T) {
 	legacy := []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
 	ietf := []string{"RateLimit", "RateLimit-Policy"}
 	tests := []struct {
+		name      string
 		set       ratelimit.HeaderSet
 		has, lack []string
 	}{
-		{ratelimit.HeadersBoth, append(legacy, ietf...), nil},
-		{ratelimit.HeadersLegacy, legacy, ietf},
-		{ratelimit.HeadersIETF, ietf, legacy},
-		{ratelimit.HeadersNone, nil, append(legacy, ietf...)},
+		{"both", ratelimit.HeadersLegacy | ratelimit.HeadersIETF, append(legacy, ietf...), nil},
+		{"legacy", ratelimit.HeadersLegacy, legacy, ietf},
+		{"legacy unix", ratelimit.HeadersLegacy | ratelimit.HeadersUnixReset, legacy, ietf},
+		{"ietf", ratelimit.HeadersIETF, ietf, legacy},
+		{"none", 0, nil, append(legacy, ietf...)},
 	}
 	for _, tt := range tests {
-		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithHeaders(tt.set))
+		clk := fakeclock.New()
+		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithHeaders(tt.set), ratelimit.WithClock(clk.Now))
 		h := l.Handler(okHandler)
 		get(h, "192.0.2.1:1")
 		w := get(h, "192.0.2.1:1")
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "set %s: the second request", tt.name)
 		for _, name := range tt.has {
-			if w.Header().Get(name) == "" {
-				t.Errorf("set %d: %s missing: empty", tt.set, name)
-			}
+			assert.NotEmpty(t, w.Header().Get(name), "set %s: %s missing", tt.name, name)
 		}
 		for _, name := range tt.lack {
-			if got := w.Header().Get(name); got != "" {
-				t.Errorf("set %d: %s present: got %q, want empty", tt.set, name, got)
-			}
+			assert.Empty(t, w.Header().Get(name), "set %s: %s present", tt.name, name)
 		}
-		if got, want := w.Header().Get("Retry-After"), "60"; got != want {
-			t.Errorf("set %d: Retry-After goes on every 429: got %v, want %v", tt.set, got, want)
-		}
+		assert.Equal(t, "60", w.Header().Get("Retry-After"), "set %s: Retry-After goes on every 429", tt.name)
 	}
 }
 
-func TestResetUnix(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(t, 2, time.Minute, ratelimit.KeyByIP(), ratelimit.WithResetFormat(ratelimit.ResetUnix))
-		h := l.Handler(okHandler)
-		time.Sleep(500 * time.Millisecond)
-		start := time.Now()
-		w := get(h, "192.0.2.1:1")
-		// The quota grows at start+60s; in epoch seconds rounded up.
-		want := start.Add(time.Minute + time.Second - 1).Unix()
-		if got, want := mustAtoi(t, w.Header().Get("X-RateLimit-Reset")), want; got != want {
-			t.Errorf("mustAtoi(t, w.Header().Get(\"X-RateLimit-Reset\")): got %v, want %v", got, want)
-		}
-		if got, want := w.Header().Get("RateLimit"), `"default";r=1;t=60`; got != want {
-			t.Errorf("RateLimit's t stays delta seconds: got %v, want %v", got, want)
-		}
-	})
+// X-RateLimit-Reset in Unix time is the store's instant of the decision
+// plus the reset, rounded up: the injected clock's, not the wall clock's.
+func TestHeadersUnixReset(t *testing.T) {
+	clk := fakeclock.New()
+	l := newLimiter(t, 2, time.Minute, ratelimit.KeyByIP(),
+		ratelimit.WithHeaders(ratelimit.HeadersLegacy|ratelimit.HeadersIETF|ratelimit.HeadersUnixReset), ratelimit.WithClock(clk.Now))
+	h := l.Handler(okHandler)
+	clk.Advance(500 * time.Millisecond)
+	w := get(h, "192.0.2.1:1")
+	// The quota grows at Start+60.5s: in epoch seconds rounded up.
+	want := fakeclock.Start.Add(61 * time.Second).Unix()
+	got, err := strconv.ParseInt(w.Header().Get("X-RateLimit-Reset"), 10, 64)
+	require.NoError(t, err, "X-RateLimit-Reset")
+	assert.Equal(t, want, got, "X-RateLimit-Reset")
+	assert.Equal(t, `"default";r=1;t=60`, w.Header().Get("RateLimit"), "RateLimit's t stays delta seconds")
+
+	seconds := newLimiter(t, 2, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(clk.Now)).Handler(okHandler)
+	assert.Equal(t, "60", get(seconds, "192.0.2.1:1").Header().Get("X-RateLimit-Reset"), "without HeadersUnixReset, the reset is in seconds")
 }
 
 func TestFromContextDryRunAndHooks(t *testing.T) {
@@ -385,57 +418,36 @@ func TestFromContextDryRunAndHooks(t *testing.T) {
 	var got []ratelimit.Result
 	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, ok := ratelimit.FromContext(r.Context())
-		if !ok {
-			t.Fatalf("ok: want true")
-		}
+		require.True(t, ok, "FromContext in the handler")
 		got = append(got, res)
 	}))
-	for range 3 {
-		w := get(h, "192.0.2.1:1")
-		if got, want := w.Code, http.StatusOK; got != want {
-			t.Errorf("dry run never rejects: got %v, want %v", got, want)
-		}
+	for i := range 3 {
+		assert.Equal(t, http.StatusOK, get(h, "192.0.2.1:1").Code, "request %d: dry run never refuses", i)
 	}
-	if len(got) != 3 {
-		t.Fatalf("len(got) = %d, want 3", len(got))
-	}
-	if !got[0].Allowed {
-		t.Errorf("got[0].Allowed: want true")
-	}
-	if got[1].Allowed {
-		t.Errorf("the handler sees what would have been limited: want false")
-	}
-	if got, want := allowed.Load(), int64(1); got != want {
-		t.Errorf("allowed.Load(): got %v, want %v", got, want)
-	}
-	if got, want := limited.Load(), int64(2); got != want {
-		t.Errorf("limited.Load(): got %v, want %v", got, want)
-	}
+	require.Len(t, got, 3)
+	assert.True(t, got[0].Allowed, "the first request is allowed")
+	assert.False(t, got[1].Allowed, "the handler sees what would have been limited")
+	assert.Equal(t, int64(1), allowed.Load(), "OnAllow calls")
+	assert.Equal(t, int64(2), limited.Load(), "OnLimit calls")
 	_, ok := ratelimit.FromContext(context.Background())
-	if ok {
-		t.Errorf("ok: want false")
-	}
+	assert.False(t, ok, "FromContext of another context")
 }
 
 func TestSkip(t *testing.T) {
 	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByHeader("X-API-Key"),
 		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
 	h := l.Handler(okHandler)
-	for range 3 {
+	for i := range 3 {
 		r := httptest.NewRequest("GET", "/healthz", nil)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		if got, want := w.Code, 200; got != want {
-			t.Errorf("health checks are exempt, keyless or not: got %v, want %v", got, want)
-		}
-		if got := w.Header().Get("RateLimit"); got != "" {
-			t.Errorf("w.Header().Get(\"RateLimit\"): got %q, want empty", got)
-		}
+		assert.Equal(t, 200, w.Code, "request %d: health checks are exempt, keyless or not", i)
+		assert.Empty(t, w.Header().Get("RateLimit"), "request %d: RateLimit", i)
 	}
 }
 
 func TestDeniedHandler(t *testing.T) {
-	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithDeniedHandler(
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now), ratelimit.WithDeniedHandler(
 		func(w http.ResponseWriter, r *http.Request, res ratelimit.Result) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
@@ -444,79 +456,111 @@ func TestDeniedHandler(t *testing.T) {
 	h := l.Handler(okHandler)
 	get(h, "192.0.2.1:1")
 	w := get(h, "192.0.2.1:1")
-	if got, want := w.Code, 429; got != want {
-		t.Errorf("status %v, want %v", got, want)
-	}
-	if got, want := w.Body.String(), `{"error":"slow down"}`; got != want {
-		t.Errorf("w.Body.String(): got %v, want %v", got, want)
-	}
-	if got, want := w.Header().Get("Retry-After"), "60"; got != want {
-		t.Errorf("set before the denied handler runs: got %v, want %v", got, want)
-	}
+	assert.Equal(t, 429, w.Code, "status")
+	assert.Equal(t, `{"error":"slow down"}`, w.Body.String(), "body")
+	assert.Equal(t, "60", w.Header().Get("Retry-After"), "set before the denied handler runs")
 }
 
-func TestPlansAndPolicies(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		type tierKey struct{}
-		plans := map[string][]ratelimit.Policy{
-			"pro": {{Name: "pro", Limit: 5, Window: time.Minute}},
-		}
-		l := newLimiter(t, 2, time.Minute, ratelimit.KeyByHeader("X-API-Key"),
-			ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 1, Window: time.Second}),
-			ratelimit.WithPlans(func(r *http.Request, key string) string {
-				return r.Header.Get("X-Tier") // stands in for a tier the auth middleware verified
-			}, plans))
-		h := l.Handler(okHandler)
-		_ = tierKey{}
+// mwTierKey is the context key of the tier mwWithTier puts there.
+type mwTierKey struct{}
 
-		// Default plan: 2/min and 1/s together.
-		w := get(h, "192.0.2.1:1", "X-API-Key", "a")
-		if got, want := w.Code, 200; got != want {
-			t.Errorf("status %v, want %v", got, want)
-		}
-		if got, want := w.Header().Get("RateLimit-Policy"), `"default";q=2;w=60, "burst";q=1;w=1`; got != want {
-			t.Errorf("w.Header().Get(\"RateLimit-Policy\"): got %v, want %v", got, want)
-		}
-		if got, want := w.Header().Get("RateLimit"), `"burst";r=0;t=1`; got != want {
-			t.Errorf("the tighter policy is reported: got %v, want %v", got, want)
-		}
-		w = get(h, "192.0.2.1:1", "X-API-Key", "a")
-		if got, want := w.Code, 429; got != want {
-			t.Errorf("status %v, want %v", got, want)
-		}
-		if got, want := w.Header().Get("RateLimit"), `"burst";r=0;t=1`; got != want {
-			t.Errorf("w.Header().Get(\"RateLimit\"): got %v, want %v", got, want)
-		}
-		time.Sleep(time.Second)
-		if got, want := get(h, "192.0.2.1:1", "X-API-Key", "a").Code, 200; got != want {
-			t.Errorf("get(h, \"192.0.2.1:1\", \"X-API-Key\", \"a\").Code: got %v, want %v", got, want)
-		}
-		time.Sleep(time.Second)
-		w = get(h, "192.0.2.1:1", "X-API-Key", "a")
-		if got, want := w.Code, 429; got != want {
-			t.Errorf("default policy exhausted: got %v, want %v", got, want)
-		}
-		if got, want := w.Header().Get("Retry-After"), "58"; got != want {
-			t.Errorf("the longest wait among violated policies: got %v, want %v", got, want)
-		}
+// mwChooseTier chooses the plan named by the tier in ctx.
+func mwChooseTier(ctx context.Context, _ string) string {
+	tier, _ := ctx.Value(mwTierKey{}).(string)
+	return tier
+}
 
-		// Pro plan: its own policies and its own count; unknown plans get the default.
-		for i := range 5 {
-			if got, want := get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "pro").Code, 200; got != want {
-				t.Errorf("pro request %d: got %v, want %v", i, got, want)
-			}
-		}
-		w = get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "pro")
-		if got, want := w.Code, 429; got != want {
-			t.Errorf("status %v, want %v", got, want)
-		}
-		if got, want := w.Header().Get("RateLimit-Policy"), `"pro";q=5;w=60`; got != want {
-			t.Errorf("w.Header().Get(\"RateLimit-Policy\"): got %v, want %v", got, want)
-		}
-		if got, want := get(h, "192.0.2.1:1", "X-API-Key", "a", "X-Tier", "platinum").Code, 429; got != want {
-			t.Errorf("unknown plan counts as default: got %v, want %v", got, want)
-		}
+// mwPlans returns a WithLimits lookup that gives a client the policies of
+// the plan choose names for it (none, so the default ones, for a name not
+// in plans).
+func mwPlans(choose func(ctx context.Context, key string) string, plans map[string][]ratelimit.Policy) func(context.Context, string) ([]ratelimit.Policy, error) {
+	return func(ctx context.Context, key string) ([]ratelimit.Policy, error) { return plans[choose(ctx, key)], nil }
+}
+
+// mwWithTier stands in for authentication middleware: it puts the tier a
+// request's X-Tier names in its context.
+func mwWithTier(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mwTierKey{}, r.Header.Get("X-Tier"))))
 	})
+}
+
+func TestLimitsAndPolicies(t *testing.T) {
+	clk := fakeclock.New()
+	plans := map[string][]ratelimit.Policy{
+		"pro": {{Name: "pro", Limit: 5, Window: time.Minute}},
+	}
+	l := newLimiter(t, 2, time.Minute, ratelimit.KeyByHeader("X-API-Key"), ratelimit.WithClock(clk.Now),
+		ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 1, Window: time.Second}),
+		ratelimit.WithLimits(mwPlans(mwChooseTier, plans), time.Hour))
+	h := mwWithTier(l.Handler(okHandler))
+
+	// The default policies: 2/min and 1/s together.
+	w := get(h, "192.0.2.1:1", "X-API-Key", "a")
+	assert.Equal(t, 200, w.Code, "status")
+	assert.Equal(t, `"default";q=2;w=60, "burst";q=1;w=1`, w.Header().Get("RateLimit-Policy"), "RateLimit-Policy")
+	assert.Equal(t, `"burst";r=0;t=1`, w.Header().Get("RateLimit"), "the tighter policy is reported")
+	w = get(h, "192.0.2.1:1", "X-API-Key", "a")
+	assert.Equal(t, 429, w.Code, "status")
+	assert.Equal(t, `"burst";r=0;t=1`, w.Header().Get("RateLimit"), "RateLimit")
+	clk.Advance(time.Second)
+	assert.Equal(t, 200, get(h, "192.0.2.1:1", "X-API-Key", "a").Code, "a second later")
+	clk.Advance(time.Second)
+	w = get(h, "192.0.2.1:1", "X-API-Key", "a")
+	assert.Equal(t, 429, w.Code, "default policy exhausted")
+	assert.Equal(t, "58", w.Header().Get("Retry-After"), "the longest wait among violated policies")
+
+	// A pro client: its own policies and its own count; a plan the lookup
+	// does not know gets the default policies.
+	for i := range 5 {
+		assert.Equal(t, 200, get(h, "192.0.2.1:1", "X-API-Key", "p", "X-Tier", "pro").Code, "pro request %d", i)
+	}
+	w = get(h, "192.0.2.1:1", "X-API-Key", "p", "X-Tier", "pro")
+	assert.Equal(t, 429, w.Code, "status")
+	assert.Equal(t, `"pro";q=5;w=60`, w.Header().Get("RateLimit-Policy"), "RateLimit-Policy")
+	w = get(h, "192.0.2.1:1", "X-API-Key", "x", "X-Tier", "platinum")
+	assert.Equal(t, `"default";q=2;w=60, "burst";q=1;w=1`, w.Header().Get("RateLimit-Policy"), "an unknown plan: the default policies")
+}
+
+// Clients are told apart by their keys alone, whatever policies the
+// lookup gives them: a client that chooses its own key (whatever a header
+// says) cannot name its way into another client's count, not with a
+// store key's layout ("<policy>:<key>") nor any other.
+func TestLimitsKeysCannotCollide(t *testing.T) {
+	// The Keyer takes the client's word, so that keys are whatever an
+	// attacker makes them.
+	keyer := ratelimit.KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil })
+	gold := []ratelimit.Policy{{Name: "api", Limit: 2, Window: time.Minute}}
+	choose := func(ctx context.Context, key string) string {
+		if key == "victim" {
+			return "gold"
+		}
+		return ""
+	}
+	newHandler := func(t *testing.T) http.Handler {
+		l := newLimiter(t, 2, time.Minute, keyer, ratelimit.WithName("api"), ratelimit.WithClock(fakeclock.New().Now),
+			ratelimit.WithLimits(mwPlans(choose, map[string][]ratelimit.Policy{"gold": gold}), time.Hour))
+		return l.Handler(okHandler)
+	}
+	codes := func(h http.Handler, n int, hdr ...string) []int {
+		var c []int
+		for range n {
+			c = append(c, get(h, "192.0.2.1:1", hdr...).Code)
+		}
+		return c
+	}
+	full := []int{200, 200, 429}
+	for _, attacker := range []string{"plan:gold|victim", "plan:gold|", `"gold"|victim`, "gold|victim", "gold:victim", "0:victim", "1:victim", "api:victim"} {
+		t.Run(attacker, func(t *testing.T) {
+			h := newHandler(t)
+			assert.Equal(t, full, codes(h, 3, "X-Client", "victim"), "the victim on gold")
+			assert.Equal(t, full, codes(h, 3, "X-Client", attacker), "the attacker on the default policies, after the victim")
+
+			h = newHandler(t)
+			assert.Equal(t, full, codes(h, 3, "X-Client", attacker), "the attacker on the default policies")
+			assert.Equal(t, full, codes(h, 3, "X-Client", "victim"), "the victim on gold, after the attacker")
+		})
+	}
 }
 
 func TestCost(t *testing.T) {
@@ -534,58 +578,32 @@ func TestCost(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w.Code
 	}
-	if got, want := bulk(), 200; got != want {
-		t.Errorf("bulk request: status %v, want %v", got, want)
-	}
-	if got, want := bulk(), 200; got != want {
-		t.Errorf("bulk request: status %v, want %v", got, want)
-	}
-	if got, want := bulk(), 429; got != want {
-		t.Errorf("8 used of 10: a cost of 4 does not fit: got %v, want %v", got, want)
-	}
+	assert.Equal(t, 200, bulk(), "bulk request 1")
+	assert.Equal(t, 200, bulk(), "bulk request 2")
+	assert.Equal(t, 429, bulk(), "8 used of 10: a cost of 4 does not fit")
 	w := get(h, "192.0.2.1:1")
-	if got, want := w.Code, 200; got != want {
-		t.Errorf("a cost of 1 still does: got %v, want %v", got, want)
-	}
-	if got, want := w.Header().Get("X-RateLimit-Remaining"), "1"; got != want {
-		t.Errorf("w.Header().Get(\"X-RateLimit-Remaining\"): got %v, want %v", got, want)
-	}
+	assert.Equal(t, 200, w.Code, "a cost of 1 still does")
+	assert.Equal(t, "1", w.Header().Get("X-RateLimit-Remaining"), "X-RateLimit-Remaining")
 
-	res, err := l.AllowN(context.Background(), "k", 11)
-	if !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
-		t.Errorf("error %v, want ratelimit.ErrCostExceedsLimit", err)
+	d := l.Allow(context.Background(), "k", 11)
+	assert.Equal(t, ratelimit.Reject, d.Outcome, "Allow of a cost above the limit")
+	assert.ErrorIs(t, d.Err, ratelimit.ErrInvalidCost)
+	var ke *ratelimit.KeyError
+	if assert.ErrorAs(t, d.Err, &ke) {
+		assert.Equal(t, http.StatusRequestEntityTooLarge, ke.Status, "KeyError.Status")
 	}
-	if res.Allowed {
-		t.Errorf("res.Allowed: want false")
-	}
+	assert.False(t, d.Result.Allowed, "Result.Allowed")
 }
 
 func TestLimiterCloseStopsBackgroundWork(t *testing.T) {
+	// synctest.Test fails if the store's sweep outlives Close.
 	synctest.Test(t, func(t *testing.T) {
 		l, err := ratelimit.New(1, time.Minute, ratelimit.KeyByIP())
-		if err != nil {
-			t.Fatalf("%v", err)
-		}
-		l.Allow(context.Background(), "k")
-		if err := l.Close(); err != nil {
-			t.Fatalf("%v", err)
-		}
-		if err := l.Close(); err != nil {
-			t.Fatalf("second Close: %v", err)
-		}
+		require.NoError(t, err)
+		l.Allow(context.Background(), "k", 1)
+		require.NoError(t, l.Close())
+		require.NoError(t, l.Close(), "second Close")
 	})
-}
-
-func mustAtoi(t *testing.T, s string) int64 {
-	t.Helper()
-	var n int64
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			t.Fatalf("%q is not a number", s)
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n
 }
 
 func TestPartitionKey(t *testing.T) {
@@ -594,27 +612,17 @@ func TestPartitionKey(t *testing.T) {
 	pk := func(key string) string {
 		v := get(h, "192.0.2.1:1", "X-API-Key", key).Header().Get("RateLimit")
 		_, after, ok := strings.Cut(v, ";pk=")
-		if !ok {
-			t.Fatalf("RateLimit %q has no pk: want true", v)
-		}
+		require.True(t, ok, "RateLimit %q has no pk", v)
 		return after
 	}
 	a1, a2, b := pk("secret-alice"), pk("secret-alice"), pk("secret-bob")
-	if got := a1; !regexp.MustCompile(`^:[A-Za-z0-9+/]{12}:$`).MatchString(got) {
-		t.Errorf("pk is a structured-field byte sequence: %q does not match %s", got, `^:[A-Za-z0-9+/]{12}:$`)
-	}
-	if got, want := a2, a1; got != want {
-		t.Errorf("stable for one key: got %v, want %v", got, want)
-	}
-	if got, want := b, a1; got == want {
-		t.Errorf("distinct keys, distinct pks: got %v, want something else", got)
-	}
+	assert.Regexp(t, regexp.MustCompile(`^:[A-Za-z0-9+/]{12}:$`), a1, "pk is a structured-field byte sequence")
+	assert.Equal(t, a1, a2, "stable for one key")
+	assert.NotEqual(t, a1, b, "distinct keys, distinct pks")
 
 	plain := newLimiter(t, 5, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
 	v := get(plain.Handler(okHandler), "192.0.2.1:1", "X-API-Key", "k").Header().Get("RateLimit")
-	if got := v; strings.Contains(got, "pk=") {
-		t.Errorf("no pk unless asked for: %q contains %q", got, "pk=")
-	}
+	assert.NotContains(t, v, "pk=", "no pk unless asked for")
 }
 
 func TestResultInContextIsOptIn(t *testing.T) {
@@ -628,90 +636,83 @@ func TestResultInContextIsOptIn(t *testing.T) {
 		get(l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			got, ok = ratelimit.FromContext(r.Context())
 		})), "192.0.2.1:1")
-		if got, want := ok, tt.want; got != want {
-			t.Errorf("options %d: got %v, want %v", len(tt.opts), got, want)
-		}
+		assert.Equal(t, tt.want, ok, "options %d: FromContext", len(tt.opts))
 		if tt.want {
-			if got, want := got.Remaining, 4; got != want {
-				t.Errorf("got.Remaining: got %v, want %v", got, want)
-			}
+			assert.Equal(t, 4, got.Remaining, "Remaining")
 		}
 	}
 }
 
 // headerWriter is a ResponseWriter that allocates nothing once its header
-// map has room, so that allocation counts are the middleware's own.
+// map has room, so that allocation counts are the middleware's own. It
+// writes strings as they are, as net/http's own ResponseWriter does.
 type headerWriter struct {
 	h      http.Header
 	status int
 }
 
-func (w *headerWriter) Header() http.Header         { return w.h }
-func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *headerWriter) WriteHeader(status int)      { w.status = status }
+func (w *headerWriter) Header() http.Header               { return w.h }
+func (w *headerWriter) Write(b []byte) (int, error)       { return len(b), nil }
+func (w *headerWriter) WriteString(s string) (int, error) { return len(s), nil }
+func (w *headerWriter) WriteHeader(status int)            { w.status = status }
+
+// mwBytesPerRun returns the bytes f allocates per run, the least of three
+// rounds of n runs: the counter is the whole process's, so a stray
+// allocation elsewhere can only add to a round, and rounds long enough
+// make it negligible. It counts bytes, not time.
+func mwBytesPerRun(n int, f func()) uint64 {
+	least := uint64(math.MaxUint64)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range n {
+			f()
+		}
+		runtime.ReadMemStats(&after)
+		least = min(least, (after.TotalAlloc-before.TotalAlloc)/uint64(n))
+	}
+	return least
+}
 
 func TestHandlerAllocations(t *testing.T) {
-	// The allowed path makes the key and one block for all header values;
-	// a rejection adds the 429's Content-Type and nosniff values. A second
-	// passes per request, so the log holds 60 instants and stops growing.
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	step := time.Second
-	l := newLimiter(t, 100, time.Minute, ratelimit.KeyByHeader("X-Api-Key"),
-		ratelimit.WithClock(func() time.Time { return now }))
+	// The allowed path makes the key and, for all the headers, one string
+	// of their numbers and one array of their values; the store makes
+	// nothing. A refusal adds one array for the 429's Content-Type and
+	// nosniff values. A second passes per request, so the log holds 60
+	// instants and stops growing.
+	clk := fakeclock.New()
+	l := newLimiter(t, 100, time.Minute, ratelimit.KeyByHeader("X-Api-Key"), ratelimit.WithClock(clk.Now))
 	h := l.Handler(okHandler)
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Api-Key", "client-1")
 	w := &headerWriter{h: make(http.Header)}
+	step := time.Second
 	serve := func() {
-		now = now.Add(step)
+		clk.Advance(step)
 		clear(w.h)
 		h.ServeHTTP(w, r)
 	}
 	for range 100 {
 		serve()
 	}
-	if got := testing.AllocsPerRun(100, serve); got > 2 {
-		t.Errorf("allowed: %.0f allocations per request, want at most 2", got)
-	}
+	assert.LessOrEqual(t, testing.AllocsPerRun(100, serve), 3.0, "allowed: allocations per request")
 	// Bytes matter as much as counts: they set how often the collector
-	// runs. The key takes 16 bytes and the header values 128. The
-	// counter is the whole process's, so the least of three rounds is
-	// taken, each long enough that a stray allocation elsewhere cannot
-	// tip it.
-	const n = 2000
-	least := uint64(math.MaxUint64)
-	for range 3 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for range n {
-			serve()
-		}
-		runtime.ReadMemStats(&after)
-		least = min(least, (after.TotalAlloc-before.TotalAlloc)/n)
-	}
-	if least > 144 {
-		t.Errorf("allowed: %d bytes allocated per request, want at most 144", least)
-	}
-	if got, want := w.status, http.StatusOK; got != want {
-		t.Fatalf("w.status: got %v, want %v", got, want)
-	}
-	if got, want := w.h.Get("RateLimit"), `"default";r=40;t=1`; got != want {
-		t.Errorf("w.h.Get(\"RateLimit\"): got %v, want %v", got, want)
-	}
+	// runs. The key takes 16 bytes, the numbers 24 and the values 96; the
+	// log, which drops its oldest instant from the front of its slice as
+	// it appends one, is copied into a new one every 40 requests (800
+	// bytes, some 20 a request).
+	assert.LessOrEqual(t, mwBytesPerRun(2000, serve), uint64(16+24+96+32), "allowed: bytes allocated per request")
+	require.Equal(t, http.StatusOK, w.status, "status")
+	assert.Equal(t, `"default";r=40;t=1`, w.h.Get("RateLimit"), "RateLimit")
 
 	step = 0
 	for w.status != http.StatusTooManyRequests {
 		serve()
 	}
-	if got := testing.AllocsPerRun(100, serve); got > 3 {
-		t.Errorf("rejected: %.0f allocations per request, want at most 3", got)
-	}
-	if got, want := w.h.Get("Retry-After"), "1"; got != want {
-		t.Errorf("w.h.Get(\"Retry-After\"): got %v, want %v", got, want)
-	}
-	if got, want := w.h.Get("RateLimit"), `"default";r=0;t=1`; got != want {
-		t.Errorf("w.h.Get(\"RateLimit\"): got %v, want %v", got, want)
-	}
+	assert.LessOrEqual(t, testing.AllocsPerRun(100, serve), 4.0, "refused: allocations per request")
+	assert.LessOrEqual(t, mwBytesPerRun(2000, serve), uint64(16+24+96+32), "refused: bytes allocated per request")
+	assert.Equal(t, "1", w.h.Get("Retry-After"), "Retry-After")
+	assert.Equal(t, `"default";r=0;t=1`, w.h.Get("RateLimit"), "RateLimit")
 }
 
 // A cost the store cannot count is the request's fault, not the store's:
@@ -730,46 +731,38 @@ func TestInvalidCostIsRefusedWhateverTheFailureMode(t *testing.T) {
 		for _, tc := range []struct {
 			cost   int64
 			status int
-			is     error
 		}{
-			{0, http.StatusBadRequest, ratelimit.ErrInvalidCost},
-			{-5, http.StatusBadRequest, ratelimit.ErrInvalidCost},
-			{4, http.StatusRequestEntityTooLarge, ratelimit.ErrCostExceedsLimit},
+			{0, http.StatusBadRequest},
+			{-5, http.StatusBadRequest},
+			{4, http.StatusRequestEntityTooLarge},
 		} {
 			cost.Store(tc.cost)
-			w := get(h, "192.0.2.1:1")
-			if w.Code != tc.status {
-				t.Errorf("fail open %v, cost %d: status %d, want %d", failOpen, tc.cost, w.Code, tc.status)
-			}
+			assert.Equal(t, tc.status, get(h, "192.0.2.1:1").Code, "fail open %v, cost %d: status", failOpen, tc.cost)
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = "192.0.2.1:1"
-			if d := l.Decide(r); d.Outcome != ratelimit.Reject || !errors.Is(d.Err, tc.is) {
-				t.Errorf("fail open %v, cost %d: Decide gives %v, %v; want Reject, %v", failOpen, tc.cost, d.Outcome, d.Err, tc.is)
+			d := l.Decide(r)
+			assert.Equal(t, ratelimit.Reject, d.Outcome, "fail open %v, cost %d: Decide", failOpen, tc.cost)
+			assert.ErrorIs(t, d.Err, ratelimit.ErrInvalidCost, "fail open %v, cost %d: Decide", failOpen, tc.cost)
+			var ke *ratelimit.KeyError
+			if assert.ErrorAs(t, d.Err, &ke, "fail open %v, cost %d: Decide", failOpen, tc.cost) {
+				assert.Equal(t, tc.status, ke.Status, "fail open %v, cost %d: KeyError.Status", failOpen, tc.cost)
 			}
 		}
-		if n := served.Load(); n != 0 {
-			t.Errorf("fail open %v: %d requests with invalid costs reached the handler, want 0", failOpen, n)
-		}
+		assert.Zero(t, served.Load(), "fail open %v: requests with invalid costs reaching the handler", failOpen)
 		cost.Store(3)
-		if w := get(h, "192.0.2.1:1"); w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Remaining") != "0" {
-			t.Errorf("fail open %v: a valid cost of 3 after the invalid ones: status %d, remaining %q; want 200, 0 (nothing counted before)",
-				failOpen, w.Code, w.Header().Get("X-RateLimit-Remaining"))
-		}
+		w := get(h, "192.0.2.1:1")
+		assert.Equal(t, http.StatusOK, w.Code, "fail open %v: a valid cost of 3 after the invalid ones", failOpen)
+		assert.Equal(t, "0", w.Header().Get("X-RateLimit-Remaining"), "fail open %v: nothing counted before", failOpen)
 	}
 }
 
 // Handler(nil) panics where it is wrapped, before any request is counted.
 func TestHandlerNilPanicsAtWrapTime(t *testing.T) {
 	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP())
-	defer func() {
-		if recover() == nil {
-			t.Error("Handler(nil) did not panic")
-		}
-		if res, _ := l.Allow(context.Background(), "ip:192.0.2.1"); !res.Allowed {
-			t.Error("Handler(nil) counted a request")
-		}
-	}()
-	l.Handler(nil)
+	assert.Panics(t, func() { l.Handler(nil) }, "Handler(nil)")
+	d := l.Allow(context.Background(), "ip:192.0.2.1", 1)
+	assert.Equal(t, ratelimit.Serve, d.Outcome, "Handler(nil) counted a request")
+	assert.True(t, d.Result.Allowed, "Handler(nil) counted a request")
 }
 
 // Dry run reports a would-be refusal in the rate-limit headers, but a 200
@@ -779,41 +772,39 @@ func TestDryRunSendsNoRetryAfter(t *testing.T) {
 	h := l.Handler(okHandler)
 	get(h, "192.0.2.1:1")
 	w := get(h, "192.0.2.1:1")
-	if w.Code != http.StatusOK || w.Header().Get("Retry-After") != "" || w.Header().Get("X-RateLimit-Remaining") != "0" {
-		t.Errorf("dry run over the limit: status %d, Retry-After %q, remaining %q; want 200, none, 0",
-			w.Code, w.Header().Get("Retry-After"), w.Header().Get("X-RateLimit-Remaining"))
-	}
+	assert.Equal(t, http.StatusOK, w.Code, "dry run over the limit: status")
+	assert.Empty(t, w.Header().Get("Retry-After"), "dry run over the limit: Retry-After")
+	assert.Equal(t, "0", w.Header().Get("X-RateLimit-Remaining"), "dry run over the limit: X-RateLimit-Remaining")
 }
 
 // Decide and SetHeaders give a server of another protocol what Handler
 // sends.
 func TestDecideAndSetHeadersMatchHandler(t *testing.T) {
-	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP())
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now))
 	h := l.Handler(okHandler)
 	for i, want := range []ratelimit.Outcome{ratelimit.Serve, ratelimit.Refuse} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = "192.0.2.1:1"
 		d := l.Decide(r)
-		if d.Outcome != want || !d.Decided() {
-			t.Fatalf("decision %d: %v, decided %v; want %v, decided", i, d.Outcome, d.Decided(), want)
-		}
-		if s := d.PolicySet(); s.Len() != 1 || s.At(0).Limit != 1 {
-			t.Errorf("decision %d: PolicySet %q, want the default policy", i, s.ID())
-		}
+		require.Equal(t, want, d.Outcome, "decision %d", i)
+		assert.Equal(t, "default", d.Result.Policy, "decision %d: the store decided under the default policy", i)
+		assert.Equal(t, 1, d.Result.Limit, "decision %d: Result.Limit", i)
+		assert.Equal(t, time.Minute, d.Result.Window, "decision %d: Result.Window", i)
 		got := http.Header{}
 		l.SetHeaders(got, d)
 		w := get(h, "192.0.2.2:1") // another client in the same standing
-		for _, name := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "Ratelimit", "Ratelimit-Policy", "Retry-After"} {
-			if g, h := got.Get(name), w.Header().Get(name); g != h {
-				t.Errorf("decision %d: SetHeaders %s %q, Handler %q", i, name, g, h)
-			}
+		for _, name := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Ratelimit", "Ratelimit-Policy", "Retry-After"} {
+			assert.Equal(t, w.Header().Get(name), got.Get(name), "decision %d: SetHeaders %s, want Handler's", i, name)
 		}
 	}
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "garbage"
-	if d := l.Decide(r); d.Outcome != ratelimit.Reject || d.Decided() || d.PolicySet().Len() != 0 {
-		t.Errorf("no key: %v, decided %v, %d policies; want Reject, undecided, none", d.Outcome, d.Decided(), d.PolicySet().Len())
-	}
+	d := l.Decide(r)
+	assert.Equal(t, ratelimit.Reject, d.Outcome, "no key")
+	assert.Zero(t, d.Result, "no key: the store did not decide")
+	got := http.Header{}
+	l.SetHeaders(got, d)
+	assert.Empty(t, got, "no key: SetHeaders")
 }
 
 // countFailures keeps a request counted only if it failed to log in.
@@ -839,37 +830,73 @@ func TestCountIfFailedLogins(t *testing.T) {
 		return get(h, "192.0.2.1:1", "X-User", user, "X-Password", password).Code
 	}
 	for i := range 4 {
-		if code := login("alice", "wrong"); code != http.StatusUnauthorized {
-			t.Fatalf("alice's wrong attempt %d: %d, want 401", i, code)
-		}
+		require.Equal(t, http.StatusUnauthorized, login("alice", "wrong"), "alice's wrong attempt %d", i)
 	}
 	for i := range 20 {
-		if code := login("alice", "right"); code != http.StatusOK {
-			t.Fatalf("alice's right attempt %d after 4 wrong ones: %d, want 200 (successes do not count)", i, code)
-		}
+		require.Equal(t, http.StatusOK, login("alice", "right"), "alice's right attempt %d after 4 wrong ones (successes do not count)", i)
 	}
 	var codes []int
 	for range 8 {
 		codes = append(codes, login("mallory", "guess"))
 	}
-	want := []int{401, 401, 401, 401, 401, 429, 429, 429}
-	if !slices.Equal(codes, want) {
-		t.Errorf("the guesser's attempts: %v, want %v", codes, want)
-	}
-	if code := login("alice", "wrong"); code != http.StatusUnauthorized {
-		t.Errorf("alice's fifth wrong attempt: %d, want 401 (one left)", code)
-	}
-	if code := login("alice", "right"); code != http.StatusTooManyRequests {
-		t.Errorf("alice after 5 wrong attempts: %d, want 429", code)
-	}
+	assert.Equal(t, []int{401, 401, 401, 401, 401, 429, 429, 429}, codes, "the guesser's attempts")
+	assert.Equal(t, http.StatusUnauthorized, login("alice", "wrong"), "alice's fifth wrong attempt (one left)")
+	assert.Equal(t, http.StatusTooManyRequests, login("alice", "right"), "alice after 5 wrong attempts")
 }
 
-// A store that cannot take requests back cannot count by outcome: New
-// says so instead of ignoring the option.
-func TestCountIfNeedsARefunder(t *testing.T) {
-	_, err := ratelimit.New(5, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{}), ratelimit.WithCountIf(countFailures))
-	if !errors.Is(err, ratelimit.ErrUnsupported) || !strings.Contains(err.Error(), "Refunder") {
-		t.Errorf("New with WithCountIf and a store without Refund: %v, want ErrUnsupported naming Refunder", err)
+// A handler under WithCountIf that resets its client and answers 200, as
+// the login example does on a successful login, has its own request taken
+// back after the Reset. The refund must not reach what the Reset made
+// new: the client then has exactly the full quota, whatever it had before,
+// and a request counted after the Reset stays counted. The clock stands
+// still, so that the refunded request, the Reset and the requests after it
+// share one instant.
+func TestCountIfRefundAfterReset(t *testing.T) {
+	fixed := fakeclock.Start
+	keyer := ratelimit.KeyByHeader("X-User")
+	for _, algo := range []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.SlidingWindowCounter, ratelimit.GCRA} {
+		for _, sc := range []struct {
+			name   string
+			before int  // failed attempts before the successful one
+			inside bool // after its Reset, the handler serves a failed attempt of the same client
+			want   []int
+		}{
+			{"fresh client", 0, false, []int{401, 401, 429}},
+			{"after a failure", 1, false, []int{401, 401, 429}},
+			{"a failure counted after the reset", 1, true, []int{401, 429}},
+		} {
+			t.Run(algo.String()+"/"+sc.name, func(t *testing.T) {
+				l := newLimiter(t, 2, time.Minute, keyer, ratelimit.WithAlgorithm(algo),
+					ratelimit.WithClock(func() time.Time { return fixed }), ratelimit.WithCountIf(countFailures))
+				var h http.Handler
+				h = l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Header.Get("X-Password") != "right" {
+						w.WriteHeader(http.StatusUnauthorized)
+						return
+					}
+					key, err := keyer.Key(r)
+					require.NoError(t, err)
+					require.NoError(t, l.Reset(r.Context(), key))
+					if sc.inside {
+						inner := get(h, "192.0.2.1:1", "X-User", "alice", "X-Password", "wrong")
+						require.Equal(t, http.StatusUnauthorized, inner.Code, "the failed attempt after the Reset")
+					}
+					w.WriteHeader(http.StatusOK)
+				}))
+				login := func(password string) int {
+					return get(h, "192.0.2.1:1", "X-User", "alice", "X-Password", password).Code
+				}
+				for i := range sc.before {
+					require.Equal(t, http.StatusUnauthorized, login("wrong"), "failed attempt %d", i)
+				}
+				require.Equal(t, http.StatusOK, login("right"), "the successful attempt")
+				var got []int
+				for range len(sc.want) {
+					got = append(got, login("wrong"))
+				}
+				assert.Equal(t, sc.want, got, "attempts after the successful one")
+			})
+		}
 	}
 }
 
@@ -897,36 +924,29 @@ func TestCountIfExactUnderConcurrency(t *testing.T) {
 	wg.Wait()
 	// The last request allowed may have been taken back: fill up.
 	for i := 0; get(h, "192.0.2.1:1", "X-User", "shared").Code != http.StatusTooManyRequests; i++ {
-		if i > 2*limit {
-			t.Fatal("never refused")
-		}
+		require.LessOrEqual(t, i, 2*limit, "never refused")
 	}
-	if got := kept.Load(); got != limit {
-		t.Errorf("%d requests kept counted when the limit refused the next, want exactly %d", got, limit)
-	}
+	assert.Equal(t, int64(limit), kept.Load(), "requests kept counted when the limit refused the next")
 }
 
 // The writer WithCountIf wraps keeps Flush, Hijack and ResponseController
 // working, and sees the status they send.
 func TestCountIfWriterKeepsItsAbilities(t *testing.T) {
 	l := newLimiter(t, 2, time.Minute, ratelimit.KeyByIP(), ratelimit.WithCountIf(func(_ *http.Request, status int) bool { return status != http.StatusOK }))
-	var hijacked bool
+	var hijacked atomic.Bool
 	srv := httptest.NewServer(l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/flush":
 			w.(http.Flusher).Flush() // a 200: not counted
 		case "/controller":
-			if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
-				t.Errorf("SetWriteDeadline through the wrapper: %v", err)
-			}
+			assert.NoError(t, http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute)), "SetWriteDeadline through the wrapper")
 			w.WriteHeader(http.StatusAccepted) // counted
 		case "/hijack":
 			c, _, err := w.(http.Hijacker).Hijack()
-			if err != nil {
-				t.Errorf("Hijack through the wrapper: %v", err)
+			if !assert.NoError(t, err, "Hijack through the wrapper") {
 				return
 			}
-			hijacked = true
+			hijacked.Store(true)
 			c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
 			c.Close() // counted: the handler owned the connection
 		}
@@ -934,9 +954,7 @@ func TestCountIfWriterKeepsItsAbilities(t *testing.T) {
 	defer srv.Close()
 	status := func(path string) int {
 		res, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		// The body ends once the handler has returned, and with it the
 		// middleware's refund: the headers come sooner, from Flush.
 		io.Copy(io.Discard, res.Body)
@@ -944,17 +962,10 @@ func TestCountIfWriterKeepsItsAbilities(t *testing.T) {
 		return res.StatusCode
 	}
 	for i := range 5 {
-		if code := status("/flush"); code != http.StatusOK {
-			t.Fatalf("flush %d: %d, want 200 (flushed 200s are not counted)", i, code)
-		}
+		require.Equal(t, http.StatusOK, status("/flush"), "flush %d (flushed 200s are not counted)", i)
 	}
-	if code := status("/controller"); code != http.StatusAccepted {
-		t.Fatalf("controller: %d, want 202", code)
-	}
-	if code := status("/hijack"); code != http.StatusOK || !hijacked {
-		t.Fatalf("hijack: %d, hijacked %v; want 200 from the handler", code, hijacked)
-	}
-	if code := status("/flush"); code != http.StatusTooManyRequests {
-		t.Errorf("after a counted 202 and a hijack under a limit of 2: %d, want 429", code)
-	}
+	require.Equal(t, http.StatusAccepted, status("/controller"), "controller")
+	require.Equal(t, http.StatusOK, status("/hijack"), "hijack: the handler's answer")
+	require.True(t, hijacked.Load(), "hijacked")
+	assert.Equal(t, http.StatusTooManyRequests, status("/flush"), "after a counted 202 and a hijack under a limit of 2")
 }

@@ -3,50 +3,57 @@ package ratelimit_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/internal/fakeclock"
 )
 
 // A client that asks for problem details gets the draft's quota-exceeded
 // problem; any other gets the text body.
 func TestProblemDetails(t *testing.T) {
-	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(),
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now),
 		ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 5, Window: time.Second}))
 	h := l.Handler(okHandler)
 	get(h, "192.0.2.1:1")
 	for _, c := range []struct {
-		accept  string
+		accept  []string // Accept lines
 		problem bool
 	}{
-		{"application/problem+json", true},
-		{"application/json, application/problem+json;q=0.9", true},
-		{"text/html, APPLICATION/PROBLEM+JSON", true},
-		{"application/problem+json;q=0", false},
-		{"application/problem+json;q=abc", false},
-		{"application/json", false},
-		{"*/*", false},
-		{"", false},
+		{[]string{"application/problem+json"}, true},
+		{[]string{"application/json, application/problem+json;q=0.9"}, true},
+		{[]string{"text/html, APPLICATION/PROBLEM+JSON"}, true},
+		{[]string{"text/html", "application/problem+json"}, true}, // a second line
+		{[]string{`application/problem+json; charset="utf-8"`}, true},
+		{[]string{"application/problem+json;q=0"}, false},
+		{[]string{"application/problem+json;q=0.0"}, false},
+		{[]string{"application/problem+json;q=abc"}, false},
+		{[]string{`application/problem+json;q="0.5"`}, false}, // q must be a token
+		// Not a media range of its own, but a parameter's quoted value.
+		{[]string{`text/plain; note="a, application/problem+json, b"`}, false},
+		{[]string{"application/json"}, false},
+		{[]string{"*/*"}, false},
+		{[]string{"application/*"}, false},
+		{nil, false},
 	} {
 		var hdr []string
-		if c.accept != "" {
-			hdr = []string{"Accept", c.accept}
+		for _, line := range c.accept {
+			hdr = append(hdr, "Accept", line)
 		}
 		w := get(h, "192.0.2.1:1", hdr...)
-		if w.Code != http.StatusTooManyRequests {
-			t.Fatalf("Accept %q: status %d, want 429", c.accept, w.Code)
-		}
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "Accept %q: status", c.accept)
 		ct := w.Header().Get("Content-Type")
 		if !c.problem {
-			if ct != "text/plain; charset=utf-8" {
-				t.Errorf("Accept %q: Content-Type %q, want the text body", c.accept, ct)
-			}
+			assert.Equal(t, "text/plain; charset=utf-8", ct, "Accept %q: Content-Type, want the text body", c.accept)
 			continue
 		}
-		if ct != "application/problem+json" {
-			t.Errorf("Accept %q: Content-Type %q, want application/problem+json", c.accept, ct)
-		}
+		assert.Equal(t, "application/problem+json", ct, "Accept %q: Content-Type", c.accept)
 		var body struct {
 			Type             string   `json:"type"`
 			Title            string   `json:"title"`
@@ -56,15 +63,69 @@ func TestProblemDetails(t *testing.T) {
 		}
 		dec := json.NewDecoder(w.Body)
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			t.Fatalf("Accept %q: body %q: %v", c.accept, w.Body.String(), err)
-		}
-		if body.Type != "https://iana.org/assignments/http-problem-types#quota-exceeded" || body.Title == "" ||
-			body.Status != 429 || body.Detail == "" || len(body.ViolatedPolicies) != 1 || body.ViolatedPolicies[0] != "default" {
-			t.Errorf("Accept %q: problem %+v, want type quota-exceeded, status 429, violated-policies [default]", c.accept, body)
-		}
-		if w.Header().Get("Retry-After") == "" || w.Header().Get("RateLimit") == "" {
-			t.Errorf("Accept %q: the problem details come without Retry-After or RateLimit", c.accept)
-		}
+		require.NoError(t, dec.Decode(&body), "Accept %q: body %q", c.accept, w.Body.String())
+		assert.Equal(t, "https://iana.org/assignments/http-problem-types#quota-exceeded", body.Type, "Accept %q: type", c.accept)
+		assert.NotEmpty(t, body.Title, "Accept %q: title", c.accept)
+		assert.Equal(t, 429, body.Status, "Accept %q: status", c.accept)
+		assert.Equal(t, "Too many requests: retry after 60 s.", body.Detail, "Accept %q: detail", c.accept)
+		assert.Equal(t, []string{"default"}, body.ViolatedPolicies, "Accept %q: violated-policies", c.accept)
+		assert.NotEmpty(t, w.Header().Get("Retry-After"), "Accept %q: Retry-After", c.accept)
+		assert.NotEmpty(t, w.Header().Get("RateLimit"), "Accept %q: RateLimit", c.accept)
+	}
+}
+
+// A refused client's Accept header, however long, costs the same few
+// allocations as a short one: only its first 4 KiB are read, once, in
+// place. The bytes are counted, not timed.
+func TestRefusalWithHugeAcceptAllocatesLittle(t *testing.T) {
+	// accept returns an Accept line of n bytes or a little more: lead,
+	// then pad, media ranges that are not problem details, then tail.
+	accept := func(n int, lead, pad, tail string) string {
+		return lead + strings.Repeat(pad, n/len(pad)+1) + tail
+	}
+	const kib, mib = 1 << 10, 1 << 20
+	const others = `text/html;level=1;note="a, b", `
+	for _, c := range []struct {
+		name            string
+		lead, pad, tail string
+		problem         bool
+	}{
+		// The parser reads to the cap and finds nothing.
+		{"text", "", others, "application/json", false},
+		// Past the cap, problem details go unseen; within it, found.
+		{"problem details last", "", others, "application/problem+json", false},
+		{"problem details first", "application/problem+json;q=0.5, ", others, "application/json", true},
+		// Qualities that are no numbers, each one refused.
+		{"bad qualities", "", "application/problem+json;q=x, ", "application/json", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			perRequest := map[int]uint64{}
+			for _, size := range []int{kib, mib} {
+				l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now))
+				h := l.Handler(okHandler)
+				get(h, "192.0.2.1:1")
+				r := httptest.NewRequest("GET", "/", nil)
+				r.RemoteAddr = "192.0.2.1:1"
+				r.Header.Set("Accept", accept(size, c.lead, c.pad, c.tail))
+				w := &headerWriter{h: make(http.Header)}
+				serve := func() {
+					clear(w.h)
+					h.ServeHTTP(w, r)
+				}
+				serve()
+				require.Equal(t, http.StatusTooManyRequests, w.status, "%d bytes of Accept: status", size)
+				want := "text/plain; charset=utf-8"
+				if c.problem || size == kib && strings.Contains(c.tail, "problem") {
+					want = "application/problem+json"
+				}
+				assert.Equal(t, want, w.h.Get("Content-Type"), "%d bytes of Accept: Content-Type", size)
+				perRequest[size] = mwBytesPerRun(20, serve)
+				assert.Less(t, perRequest[size], uint64(64*kib), "%d bytes of Accept: bytes allocated per refusal", size)
+			}
+			if !strings.Contains(c.tail, "problem") { // the same answer to both
+				assert.LessOrEqual(t, perRequest[mib], perRequest[kib]+kib,
+					"bytes allocated per refusal with 1 MiB of Accept, want no more than with 1 KiB (%d)", perRequest[kib])
+			}
+		})
 	}
 }

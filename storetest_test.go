@@ -3,6 +3,8 @@ package ratelimit_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/slidelog/ratelimit"
 	"github.com/slidelog/ratelimit/storetest"
 )
@@ -11,17 +13,18 @@ import (
 func TestMemoryStoreConformance(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		opts []ratelimit.Option
+		cfg  ratelimit.MemoryConfig
 	}{
-		{"unbounded", nil},
-		{"bounded", []ratelimit.Option{ratelimit.WithMaxKeys(1<<16, ratelimit.RejectNewKeys)}},
+		{"unbounded", ratelimit.MemoryConfig{}},
+		{"bounded", ratelimit.MemoryConfig{MaxKeys: 1 << 16}},
+		{"evicting", ratelimit.MemoryConfig{MaxKeys: 1 << 16, EvictLeastRecent: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T, clock *storetest.Clock) ratelimit.Store {
-				s, err := ratelimit.NewMemoryStore(append(c.opts, ratelimit.WithClock(clock.Now))...)
-				if err != nil {
-					t.Fatal(err)
-				}
+				cfg := c.cfg
+				cfg.Clock = clock.Now
+				s, err := ratelimit.NewMemoryStore(cfg)
+				require.NoError(t, err)
 				t.Cleanup(func() { s.Close() })
 				return s
 			})

@@ -1,0 +1,215 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// WithLimits makes each client's policies those limits returns for it, in
+// place of the default ones (New's and WithPolicies'), so that limits live
+// where the application keeps them: a database, a configuration service,
+// a claim of a token the authentication middleware verified (in ctx).
+// limits is called with the client's key and its request's context; a nil
+// or empty result means the default policies.
+//
+// It is called on the request path, so the limiter caches what it returns,
+// per key, for ttl: a client's new limits apply within ttl of the change,
+// and a busy client costs no call. Concurrent requests of a client whose
+// limits are not cached wait for one call. A call that fails, panics,
+// takes more than 100 ms, or returns invalid policies is answered as a
+// failure of the store (WithFailOpen serves it, else the error handler
+// answers 503), never by letting the request through uncounted otherwise;
+// its error goes to the OnError hook once, not once per request, and is
+// cached too (invalid policies for ttl, other errors for at most a
+// second). Every way into the limiter (Handler, Decide, Allow, Peek,
+// Reset) looks a client up the same way.
+//
+// A client whose limit changes keeps its counts: raised from 100 to 1,000
+// a minute, it has 900 more in the current window, not 1,000; lowered, it
+// is refused until its window holds fewer than the new limit (GCRA keeps
+// the share of its bucket in use instead: see GCRA). A changed window,
+// algorithm or name is another quota, which starts afresh. The cache holds
+// at most 65,536 keys.
+func WithLimits(limits func(ctx context.Context, key string) ([]Policy, error), ttl time.Duration) Option {
+	return func(c *config) {
+		need(c, "WithLimits", &c.limits, limits, limits == nil)
+		if ttl <= 0 {
+			c.errs = append(c.errs, errorf("WithLimits: ttl %v, want > 0", ttl))
+		}
+		c.ttl = ttl
+	}
+}
+
+const (
+	// lookupTimeout bounds a call of WithLimits' function.
+	lookupTimeout = 100 * time.Millisecond
+	// maxErrorTTL bounds how long a failed call is cached.
+	maxErrorTTL = time.Second
+	// maxCachedKeys bounds the keys WithLimits' cache holds; maxPlans the
+	// distinct sets of policies it keeps one plan for.
+	maxCachedKeys = 1 << 16
+	maxPlans      = 1 << 12
+)
+
+// limitsCache caches WithLimits' answers per key.
+type limitsCache struct {
+	lookup   func(ctx context.Context, key string) ([]Policy, error)
+	ttl      time.Duration
+	now      func() int64 // the limiter's clock, in ns
+	scope    string
+	keys     sync.Map // key -> *cached
+	size     atomic.Int64
+	plans    sync.Map // the policies' full text -> *plan, so that sets are shared
+	nplans   atomic.Int64
+	mu       sync.Mutex
+	inflight map[string]*cached // calls under way, by key
+}
+
+// cached is one key's answer, until expires; done is closed once it is
+// known.
+type cached struct {
+	plan    *plan // nil for the default policies
+	err     error
+	expires int64
+	done    chan struct{}
+}
+
+// planOf returns the plan of the client key: looked up (and cached), or
+// the default one (nil). report is called with an error found by this
+// call (the lookup's, or ctx's while it waits for it), not with one
+// cached.
+func (c *limitsCache) planOf(ctx context.Context, key string, report func(error)) (*plan, error) {
+	now := c.now()
+	if v, ok := c.keys.Load(key); ok {
+		if e := v.(*cached); now < e.expires {
+			return e.plan, e.err
+		}
+	}
+	c.mu.Lock()
+	if v, ok := c.keys.Load(key); ok {
+		// Filled while this call waited for the lock.
+		if e := v.(*cached); now < e.expires {
+			c.mu.Unlock()
+			return e.plan, e.err
+		}
+	}
+	e, ok := c.inflight[key]
+	if !ok {
+		e = &cached{done: make(chan struct{})}
+		c.inflight[key] = e
+		go c.fill(context.WithoutCancel(ctx), key, e)
+	}
+	c.mu.Unlock()
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		report(ctx.Err())
+		return nil, ctx.Err()
+	}
+	if !ok && e.err != nil {
+		report(e.err)
+	}
+	return e.plan, e.err
+}
+
+// fill calls the lookup for key and makes e its answer, within
+// lookupTimeout of the call: an answer that comes later is dropped. The
+// lookup runs on fill's own goroutine, as soon as it runs, so that the
+// time counts the lookup and not the scheduling of another goroutine.
+func (c *limitsCache) fill(ctx context.Context, key string, e *cached) {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	var once sync.Once
+	late := func() {
+		err := fmt.Errorf("ratelimit: WithLimits: no answer within %v: %w", lookupTimeout, context.DeadlineExceeded)
+		c.answer(key, e, nil, err, min(c.ttl, maxErrorTTL))
+	}
+	context.AfterFunc(ctx, func() { once.Do(late) })
+	ps, err := c.call(ctx, key)
+	once.Do(func() {
+		switch {
+		case ctx.Err() != nil: // past the deadline, whatever the answer
+			late()
+		case err != nil:
+			c.answer(key, e, nil, fmt.Errorf("ratelimit: WithLimits: %w", err), min(c.ttl, maxErrorTTL))
+		case len(ps) > 0:
+			p, err := c.planFor(ps)
+			c.answer(key, e, p, err, c.ttl)
+		default:
+			c.answer(key, e, nil, nil, c.ttl)
+		}
+	})
+}
+
+// call calls the lookup, making a panic of it an error: a panic on this
+// goroutine would end the process, which no server recovers.
+func (c *limitsCache) call(ctx context.Context, key string) (ps []Policy, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			ps, err = nil, fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return c.lookup(ctx, key)
+}
+
+// answer makes p and err e's answer, cached for ttl, and lets those who
+// wait for it go on.
+func (c *limitsCache) answer(key string, e *cached, p *plan, err error, ttl time.Duration) {
+	e.plan, e.err, e.expires = p, err, c.now()+int64(ttl)
+	c.store(key, e)
+	c.mu.Lock()
+	delete(c.inflight, key)
+	c.mu.Unlock()
+	close(e.done)
+}
+
+// store caches e for key, making room when the cache is full: expired
+// answers go first, then any, down to three quarters of the bound, so
+// that making room is rare.
+func (c *limitsCache) store(key string, e *cached) {
+	if _, loaded := c.keys.Swap(key, e); loaded || c.size.Add(1) <= maxCachedKeys {
+		return
+	}
+	now := c.now()
+	for _, expiredOnly := range []bool{true, false} {
+		c.keys.Range(func(k, v any) bool {
+			if c.size.Load() <= maxCachedKeys*3/4 {
+				return false
+			}
+			if k != key && (!expiredOnly || v.(*cached).expires <= now) {
+				if _, ok := c.keys.LoadAndDelete(k); ok {
+					c.size.Add(-1)
+				}
+			}
+			return true
+		})
+	}
+}
+
+// planFor returns the plan of policies, shared by every client with the
+// same ones, or why they are invalid.
+func (c *limitsCache) planFor(ps []Policy) (*plan, error) {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "%q %d %d %d %s,", p.Name, p.Limit, p.Window, p.Algorithm, locationName(p.Location))
+	}
+	text := b.String()
+	if v, ok := c.plans.Load(text); ok {
+		return v.(*plan), nil
+	}
+	p, err := newPlan(c.scope, ps)
+	if err != nil {
+		return nil, errors.Join(errors.New("ratelimit: WithLimits: invalid policies"), err)
+	}
+	if c.nplans.Add(1) > maxPlans {
+		c.plans.Clear() // plans are shared to save memory, not for correctness
+		c.nplans.Store(1)
+	}
+	c.plans.Store(text, p)
+	return p, nil
+}

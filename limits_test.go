@@ -1,0 +1,185 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/internal/fakeclock"
+)
+
+// limitsCase is a limiter whose lookup a test scripts, and what it saw.
+type limitsCase struct {
+	clk     *fakeclock.Clock
+	l       *ratelimit.Limiter
+	lookups atomic.Int64
+	errs    []error // OnError's, in order
+	mu      sync.Mutex
+}
+
+// newLimitsCase makes a limiter of 2 a minute whose lookup is lookup,
+// cached for ttl, with opts.
+func newLimitsCase(t *testing.T, ttl time.Duration, lookup func(ctx context.Context, key string) ([]ratelimit.Policy, error), opts ...ratelimit.Option) *limitsCase {
+	c := &limitsCase{clk: fakeclock.New()}
+	counted := func(ctx context.Context, key string) ([]ratelimit.Policy, error) {
+		c.lookups.Add(1)
+		return lookup(ctx, key)
+	}
+	opts = append([]ratelimit.Option{
+		ratelimit.WithClock(c.clk.Now), ratelimit.WithLimits(counted, ttl),
+		ratelimit.WithHooks(ratelimit.Hooks{OnError: func(_ *http.Request, err error) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.errs = append(c.errs, err)
+		}}),
+	}, opts...)
+	c.l = newLimiter(t, 2, time.Minute, ratelimit.KeyByHeader("X-API-Key"), opts...)
+	return c
+}
+
+func (c *limitsCase) errors() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]error(nil), c.errs...)
+}
+
+// A lookup that fails is answered as a store failure, by the failure
+// mode, and reported once while its error is cached (at most a second,
+// however long the ttl); then it is called again.
+func TestLimitsLookupFails(t *testing.T) {
+	boom := errors.New("contracts database: connection refused")
+	for _, failOpen := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fail closed", true: "fail open"}[failOpen], func(t *testing.T) {
+			var opts []ratelimit.Option
+			want := ratelimit.Fail
+			if failOpen {
+				opts, want = []ratelimit.Option{ratelimit.WithFailOpen()}, ratelimit.Serve
+			}
+			c := newLimitsCase(t, time.Hour, func(context.Context, string) ([]ratelimit.Policy, error) { return nil, boom }, opts...)
+			for i := range 10 {
+				d := c.l.Allow(context.Background(), "apikey:a", 1)
+				assert.Equal(t, want, d.Outcome, "decision %d", i)
+				assert.ErrorIs(t, d.Err, boom, "decision %d: Err", i)
+				assert.False(t, d.Result.Allowed, "decision %d: nothing counted", i)
+			}
+			assert.Equal(t, int64(1), c.lookups.Load(), "lookups while the error is cached")
+			require.Len(t, c.errors(), 1, "OnError calls")
+			assert.ErrorIs(t, c.errors()[0], boom)
+			c.clk.Advance(time.Second)
+			c.l.Allow(context.Background(), "apikey:a", 1)
+			assert.Equal(t, int64(2), c.lookups.Load(), "lookups a second later")
+			assert.Len(t, c.errors(), 2, "OnError calls a second later")
+		})
+	}
+	t.Run("handler answers 503", func(t *testing.T) {
+		c := newLimitsCase(t, time.Hour, func(context.Context, string) ([]ratelimit.Policy, error) { return nil, boom })
+		w := get(c.l.Handler(okHandler), "192.0.2.1:1", "X-API-Key", "a")
+		assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+		assert.NotContains(t, w.Body.String(), "contracts database", "the error's text stays out of the body")
+	})
+}
+
+// A lookup that returns invalid policies is answered as a failure, with
+// an error naming what is wrong, reported once and cached for the ttl.
+func TestLimitsLookupReturnsInvalidPolicies(t *testing.T) {
+	c := newLimitsCase(t, time.Minute, func(context.Context, string) ([]ratelimit.Policy, error) {
+		return []ratelimit.Policy{{Name: "pro", Limit: 0, Window: time.Minute}, {Name: "pro", Limit: 5, Window: time.Hour}}, nil
+	})
+	for range 5 {
+		d := c.l.Allow(context.Background(), "apikey:a", 1)
+		assert.Equal(t, ratelimit.Fail, d.Outcome)
+		require.Error(t, d.Err)
+		assert.Contains(t, d.Err.Error(), "invalid policies")
+		assert.Contains(t, d.Err.Error(), "limit 0")
+		assert.Contains(t, d.Err.Error(), `"pro" used twice`)
+	}
+	c.clk.Advance(59 * time.Second)
+	c.l.Allow(context.Background(), "apikey:a", 1)
+	assert.Equal(t, int64(1), c.lookups.Load(), "lookups within the ttl")
+	assert.Len(t, c.errors(), 1, "OnError calls within the ttl")
+	c.clk.Advance(time.Second)
+	c.l.Allow(context.Background(), "apikey:a", 1)
+	assert.Equal(t, int64(2), c.lookups.Load(), "lookups once the ttl has passed")
+}
+
+// A lookup that does not answer within 100 ms, or panics, is a failure;
+// every request waiting for it gets the failure, none an admission.
+func TestLimitsLookupSlowOrPanics(t *testing.T) {
+	t.Run("slow", func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		c := newLimitsCase(t, time.Minute, func(ctx context.Context, _ string) ([]ratelimit.Policy, error) {
+			select {
+			case <-release:
+			case <-ctx.Done(): // the lookup's own deadline
+			}
+			return []ratelimit.Policy{{Name: "pro", Limit: 1000, Window: time.Minute}}, nil
+		})
+		var wg sync.WaitGroup
+		var fails atomic.Int64
+		for range 32 {
+			wg.Go(func() {
+				if d := c.l.Allow(context.Background(), "apikey:a", 1); d.Outcome == ratelimit.Fail && errors.Is(d.Err, context.DeadlineExceeded) {
+					fails.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, int64(32), fails.Load(), "requests failed for the lookup's deadline")
+		assert.Equal(t, int64(1), c.lookups.Load(), "one lookup for 32 waiting requests")
+		assert.Len(t, c.errors(), 1, "OnError calls")
+	})
+	t.Run("panics", func(t *testing.T) {
+		c := newLimitsCase(t, time.Minute, func(context.Context, string) ([]ratelimit.Policy, error) { panic("nil map") })
+		d := c.l.Allow(context.Background(), "apikey:a", 1)
+		assert.Equal(t, ratelimit.Fail, d.Outcome)
+		require.Error(t, d.Err)
+		assert.Contains(t, d.Err.Error(), "panic: nil map")
+	})
+	t.Run("the request's context ends first", func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		c := newLimitsCase(t, time.Minute, func(context.Context, string) ([]ratelimit.Policy, error) {
+			<-release
+			return nil, nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		d := c.l.Allow(ctx, "apikey:a", 1)
+		assert.Equal(t, ratelimit.Fail, d.Outcome)
+		assert.ErrorIs(t, d.Err, context.Canceled)
+	})
+}
+
+// A client whose answer is cached costs no lookup, and the lookup is
+// given the request's context, values included.
+func TestLimitsCachedCostsNoLookup(t *testing.T) {
+	type tierKey struct{}
+	c := newLimitsCase(t, time.Minute, func(ctx context.Context, _ string) ([]ratelimit.Policy, error) {
+		if ctx.Value(tierKey{}) == "pro" {
+			return []ratelimit.Policy{{Name: "pro", Limit: 500, Window: time.Minute}}, nil
+		}
+		return nil, nil
+	})
+	ctx := context.WithValue(context.Background(), tierKey{}, "pro")
+	allowed := 0
+	for range 1000 {
+		if c.l.Allow(ctx, "apikey:a", 1).Outcome == ratelimit.Serve {
+			allowed++
+		}
+	}
+	assert.Equal(t, 500, allowed, "the pro limit, from the context's tier")
+	assert.Equal(t, int64(1), c.lookups.Load(), "lookups for 1,000 requests of one client")
+	for range 10 {
+		c.l.Allow(context.Background(), "apikey:b", 1)
+	}
+	assert.Equal(t, int64(2), c.lookups.Load(), "one more for another client")
+}

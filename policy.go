@@ -1,0 +1,238 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Policy is one quota: at most Limit requests in any rolling Window, as
+// Algorithm counts them, or, for the calendar algorithms (Daily, Weekly,
+// Monthly), in each calendar period, in Location (UTC if nil), where
+// Window is 0. Name labels the policy in the RateLimit and
+// RateLimit-Policy headers: 1 to 64 letters, digits and "-_.", so that it
+// needs no quoting. The zero Algorithm is SlidingLog.
+//
+// A quota is its name, window (or period) and algorithm: its Limit may
+// change, for one client (see WithLimits) or for all, and its counts are
+// kept.
+type Policy struct {
+	Name      string
+	Limit     int
+	Window    time.Duration
+	Algorithm Algorithm
+	Location  *time.Location
+}
+
+// maxWindow bounds a Policy's window: two years, far beyond any rate
+// limit's, so that sums of instants and windows never overflow.
+const maxWindow = 2 * 365 * 24 * time.Hour
+
+// Algorithm selects how a Policy counts requests. The zero value is
+// SlidingLog.
+type Algorithm int
+
+const (
+	// SlidingLog keeps the instant of every allowed request in the window
+	// and is exact: no rolling window ever holds more than the limit. A key
+	// costs 8 bytes per logged request on top of its fixed cost.
+	SlidingLog Algorithm = iota
+	// SlidingWindowCounter counts requests in fixed windows and weighs the
+	// previous window's count by how much of it the rolling window still
+	// covers. It costs a few bytes per key whatever the limit, but is
+	// approximate: it assumes the previous window's requests were spread
+	// evenly, so a rolling window can admit somewhat more than the limit.
+	SlidingWindowCounter
+	// GCRA is the generic cell rate algorithm, a token bucket kept as one
+	// instant: bursts up to the limit, then one request every window/limit.
+	// It costs a few bytes per key whatever the limit and is exact for its
+	// own definition, but a rolling window can admit up to about twice the
+	// limit (a full burst, then the refill). When a client's limit
+	// changes it keeps the time its bucket takes to refill: a client that
+	// had used half its bucket has half of the new one left.
+	GCRA
+	// Daily counts requests per calendar day, from midnight in the
+	// policy's Location: a quota that starts afresh each day, as an
+	// invoice counts it, not a rolling 24 hours.
+	Daily
+	// Weekly counts requests per calendar week, from Monday midnight.
+	Weekly
+	// Monthly counts requests per calendar month, from midnight of its
+	// first day: "1,000,000 a month, reset on the 1st".
+	Monthly
+)
+
+// String returns the algorithm's name, as Go spells its constant
+// ("SlidingLog"), or "Algorithm(n)" for an unknown value.
+func (a Algorithm) String() string {
+	switch a {
+	case SlidingLog:
+		return "SlidingLog"
+	case SlidingWindowCounter:
+		return "SlidingWindowCounter"
+	case GCRA:
+		return "GCRA"
+	case Daily:
+		return "Daily"
+	case Weekly:
+		return "Weekly"
+	case Monthly:
+		return "Monthly"
+	}
+	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
+}
+
+// validate reports what is wrong with p, or nil.
+func (p Policy) validate() error {
+	var errs []error
+	if p.Limit < 1 || p.Limit > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("ratelimit: policy %q: limit %d, want 1 to %d", p.Name, p.Limit, math.MaxInt32))
+	}
+	switch {
+	case isCalendar(p.Algorithm) && p.Window != 0:
+		errs = append(errs, fmt.Errorf("ratelimit: policy %q: window %v for a %v policy, which counts per calendar period: want 0", p.Name, p.Window, p.Algorithm))
+	case !isCalendar(p.Algorithm) && (p.Window <= 0 || p.Window > maxWindow):
+		errs = append(errs, fmt.Errorf("ratelimit: policy %q: window %v, want more than 0 and at most two years", p.Name, p.Window))
+	case !isCalendar(p.Algorithm) && p.Location != nil:
+		errs = append(errs, fmt.Errorf("ratelimit: policy %q: a Location for a %v policy, which counts in a rolling window", p.Name, p.Algorithm))
+	}
+	if !validPolicyName(p.Name) {
+		errs = append(errs, fmt.Errorf("ratelimit: policy name %q: want 1 to 64 characters of [A-Za-z0-9._-]", p.Name))
+	}
+	if algorithmOf(p.Algorithm) == nil {
+		errs = append(errs, fmt.Errorf("ratelimit: policy %q: unknown algorithm %v", p.Name, p.Algorithm))
+	}
+	return errors.Join(errs...)
+}
+
+func validPolicyName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// A PolicySet is the policies one request must fit, all at once: valid,
+// with distinct names, kept in the order of their names. It is what a
+// Store counts by (see Store): its ID names its quotas, whatever their
+// limits, so that a set whose limits changed counts on where the old one
+// left off. Make one with NewPolicySet; a Limiter makes its own. The zero
+// PolicySet is empty, and a Store refuses it.
+//
+// A PolicySet is immutable and safe for simultaneous use.
+type PolicySet struct{ p *policySet }
+
+type policySet struct {
+	policies []Policy // by name
+	algos    []algorithm
+	id       string
+	maxCost  int // the least limit: no greater cost can fit
+	// numbered is the numbers the first memory store to see the set gave
+	// its policies (see catalog), so that a set used with one store, as
+	// most are, finds them without a lookup.
+	numbered atomic.Pointer[numbering]
+}
+
+// NewPolicySet returns the set of policies, or every reason they cannot
+// be one, joined: no policies, an invalid policy, or two with one name.
+func NewPolicySet(policies ...Policy) (PolicySet, error) {
+	return newPolicySet("", policies)
+}
+
+// newPolicySet makes a set whose counts are kept apart from those of every
+// set of another scope, even one of the same policies: a Limiter's sets
+// are scoped by the limiter's identity (see New).
+func newPolicySet(scope string, policies []Policy) (PolicySet, error) {
+	var errs []error
+	if len(policies) == 0 {
+		errs = append(errs, errors.New("ratelimit: no policies"))
+	}
+	ps := slices.Clone(policies)
+	slices.SortStableFunc(ps, func(a, b Policy) int { return strings.Compare(a.Name, b.Name) })
+	for i, p := range ps {
+		errs = append(errs, p.validate())
+		if i > 0 && ps[i-1].Name == p.Name {
+			errs = append(errs, fmt.Errorf("ratelimit: policy name %q used twice in one set", p.Name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return PolicySet{}, err
+	}
+	s := &policySet{policies: ps, maxCost: math.MaxInt}
+	var b strings.Builder
+	if scope != "" {
+		b.WriteString(strconv.Quote(scope))
+		b.WriteByte('|')
+	}
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if isCalendar(p.Algorithm) {
+			fmt.Fprintf(&b, "%s:%v@%s", p.Name, p.Algorithm, locationName(p.Location))
+		} else {
+			fmt.Fprintf(&b, "%s:%dns:%v", p.Name, int64(p.Window), p.Algorithm)
+		}
+		s.algos = append(s.algos, algorithmOf(p.Algorithm))
+		s.maxCost = min(s.maxCost, p.Limit)
+	}
+	s.id = b.String()
+	return PolicySet{s}, nil
+}
+
+// locationName names loc in an ID: UTC for nil.
+func locationName(loc *time.Location) string {
+	if loc == nil {
+		return "UTC"
+	}
+	return loc.String()
+}
+
+// Len returns the number of policies in s.
+func (s PolicySet) Len() int {
+	if s.p == nil {
+		return 0
+	}
+	return len(s.p.policies)
+}
+
+// At returns the i-th policy of s, in the order of their names.
+func (s PolicySet) At(i int) Policy { return s.p.policies[i] }
+
+// ID returns the identity of s, the same in every process and for sets of
+// the same quotas however their policies were ordered and whatever their
+// limits: each policy's name, window in nanoseconds (or its calendar
+// period and Location) and algorithm, as
+// "burst:1000000000ns:SlidingLog,monthly:Monthly@UTC", after the quoted
+// scope of a set a Limiter made. A shared store names a set's counts by it
+// (or by a digest of it).
+func (s PolicySet) ID() string {
+	if s.p == nil {
+		return ""
+	}
+	return s.p.id
+}
+
+// CheckCost reports why a Take of cost could never be counted under s:
+// ErrInvalidCost below 1 or above some policy's limit (no wait could make
+// it fit), or an error for an empty set.
+func (s PolicySet) CheckCost(cost int) error {
+	switch {
+	case s.p == nil:
+		return errEmptySet
+	case cost < 1 || cost > s.p.maxCost:
+		return ErrInvalidCost
+	}
+	return nil
+}
