@@ -19,6 +19,10 @@ type model interface {
 	record(now, cost int64)
 	// remaining returns how many more requests fit at now.
 	remaining(now int64) int64
+	// setLimit makes limit the policy's limit from now on: the log and
+	// the counter keep what they counted; the bucket keeps what it lacks
+	// of full, the time it takes to refill.
+	setLimit(limit, now int64)
 }
 
 func newModel(p ratelimit.Policy) model {
@@ -58,7 +62,9 @@ func (m *logModel) record(now, cost int64) {
 	}
 }
 
-func (m *logModel) remaining(now int64) int64 { return m.limit - m.count(now) }
+func (m *logModel) remaining(now int64) int64 { return max(m.limit-m.count(now), 0) }
+
+func (m *logModel) setLimit(limit, _ int64) { m.limit = limit }
 
 // bucketModel is a token bucket in nanosecond units: GCRA by another
 // route. It holds up to limit*t and refills one unit a nanosecond; a
@@ -80,7 +86,14 @@ func (m *bucketModel) record(now, cost int64) {
 	m.level, m.last = m.levelAt(now)-cost*m.t, now
 }
 
-func (m *bucketModel) remaining(now int64) int64 { return m.levelAt(now) / m.t }
+func (m *bucketModel) remaining(now int64) int64 { return max(m.levelAt(now), 0) / m.t }
+
+func (m *bucketModel) setLimit(limit, now int64) {
+	lack := m.limit*m.t - m.levelAt(now)
+	window := m.limit * m.t // windows are multiples of every limit the models test gives
+	m.limit, m.t = limit, window/limit
+	m.level, m.last = limit*m.t-lack, now
+}
 
 // counterModel counts per fixed window (aligned to the Unix epoch) in a
 // map and weighs the previous window by the share of it the rolling
@@ -106,6 +119,8 @@ func (m *counterModel) fits(now, cost int64) bool { return m.estimate(now)+cost 
 func (m *counterModel) record(now, cost int64) { m.counts[floorDiv(now, m.window)] += cost }
 
 func (m *counterModel) remaining(now int64) int64 { return max(m.limit-m.estimate(now), 0) }
+
+func (m *counterModel) setLimit(limit, _ int64) { m.limit = limit }
 
 func floorDiv(a, b int64) int64 {
 	q := a / b

@@ -20,10 +20,12 @@
 // sharing the store; the policy a Result reports; window edges and
 // RetryAfter, against reference models of the algorithms over random
 // traffic; refusals repeated while a client floods; cost rules and invalid
-// arguments; expiry; context cancellation; and, for a store that has
-// them, the optional abilities ratelimit.Peeker, Resetter and Refunder
-// (the cases of one it lacks are skipped, saying so). The memory store and
-// package redisstore run it in their own tests.
+// arguments; expiry; context cancellation; Peek, Reset and Refund,
+// refunds after a Reset and refunds of a share GCRA has refilled; calendar
+// periods across month ends, leap days and changes of daylight saving
+// time; and limits that change, counting on where the old limit left off,
+// under a Limiter whose lookup changes them while 32 goroutines send. The
+// memory store and package redisstore run it in their own tests.
 //
 // Most cases move time. A store that reads its time from the Clock that
 // NewStore is given runs them all; one that can only read a clock of its
@@ -74,7 +76,8 @@ func RealTime() Option {
 }
 
 // Algorithms says which algorithms the store implements (default all
-// three); Run skips what needs the others. A store that does not implement
+// six: the three rolling ones and the three calendar periods); Run skips
+// what needs the others. A store that does not implement
 // an algorithm must refuse a set that names it with an error.
 func Algorithms(as ...ratelimit.Algorithm) Option {
 	return func(c *config) { c.algorithms = as }
@@ -83,7 +86,9 @@ func Algorithms(as ...ratelimit.Algorithm) Option {
 // Run runs the whole contract against stores made by newStore, each case
 // a subtest of t.
 func Run(t *testing.T, newStore NewStore, opts ...Option) {
-	cfg := config{resolution: time.Nanosecond, algorithms: []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.SlidingWindowCounter, ratelimit.GCRA}}
+	cfg := config{resolution: time.Nanosecond, algorithms: []ratelimit.Algorithm{
+		ratelimit.SlidingLog, ratelimit.SlidingWindowCounter, ratelimit.GCRA, ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly,
+	}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -115,6 +120,11 @@ func Run(t *testing.T, newStore NewStore, opts ...Option) {
 		{"Reset", false, s.resetCase},
 		{"Refund", true, s.refundCase},
 		{"RefundUnderConcurrency", false, s.refundUnderConcurrency},
+		{"RefundAfterReset", true, s.refundAfterReset},
+		{"LateRefund", true, s.lateRefund},
+		{"Calendar", true, s.calendarCase},
+		{"LimitChange", true, s.limitChange},
+		{"LimitChangeUnderConcurrency", true, s.limitChangeUnderConcurrency},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.timed && cfg.realTime {
