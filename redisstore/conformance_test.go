@@ -21,6 +21,18 @@ func TestConformance(t *testing.T) {
 			return st
 		}, storetest.Resolution(time.Microsecond))
 	})
+	// Leases keep the whole contract for GCRA, the counter and the
+	// calendar periods. The sliding
+	// log keeps all of it but one rule: a request admitted from a lease
+	// is logged at the lease's end, later than its Result.At, so a Refund
+	// does not find it and it stays counted (never freeing a slot too
+	// soon); TestLeases checks the log with leases.
+	t.Run("Leases", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T, clock *storetest.Clock) ratelimit.Store {
+			st, _ := newStore(t, c, redisstore.WithScriptClock(clock.Now), redisstore.WithLocalClock(clock.Now), redisstore.WithLeases(true))
+			return st
+		}, storetest.Resolution(time.Microsecond), storetest.Algorithms(ratelimit.GCRA, ratelimit.SlidingWindowCounter, ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly))
+	})
 	t.Run("RealTime", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, _ *storetest.Clock) ratelimit.Store {
 			st, _ := newStore(t, c)

@@ -26,7 +26,7 @@
 // (TIME), so servers whose clocks disagree still share one window; brings
 // every policy of the set to now; decides for each; and, only if all of
 // them allow it, records the request in each. It returns every policy's
-// verdict, and the Result reports the one ratelimit.Tightest picks. A
+// verdict, and the Result reports the tightest (see ratelimit.Store). A
 // refused request is never recorded, and a refusal writes nothing.
 //
 // # Algorithms

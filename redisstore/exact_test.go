@@ -338,9 +338,9 @@ func crossPlanChild(t *testing.T, prefix string) {
 	wg.Wait()
 }
 
-// TestScriptFlush flushes the script cache of a server of its own again
-// and again while requests run: the store re-sends its scripts and no
-// caller sees an error.
+// TestScriptFlush flushes the functions (and the script cache) of a
+// server of its own again and again while requests run: the store loads
+// its library again and no caller sees an error.
 func TestScriptFlush(t *testing.T) {
 	srv := startServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
@@ -358,12 +358,16 @@ func TestScriptFlush(t *testing.T) {
 				return
 			default:
 			}
+			if err := c.FunctionFlush(ctx).Err(); err != nil {
+				t.Error(err)
+				return
+			}
 			if err := c.ScriptFlush(ctx).Err(); err != nil {
 				t.Error(err)
 				return
 			}
 			flushes++
-			time.Sleep(time.Millisecond) // pacing the flushes, not waiting for the clock
+			time.Sleep(5 * time.Millisecond) // pacing the flushes, not waiting for the clock
 		}
 	})
 	allowed := hammer(t, []ratelimit.Store{st}, "k", set, 8, 50)

@@ -62,10 +62,11 @@ func Example() {
 	defer l.Close()
 
 	for range 4 {
-		res, err := l.Allow(context.Background(), "203.0.113.7")
-		if err != nil {
-			panic(err)
+		d := l.Allow(context.Background(), "ip:203.0.113.7", 1)
+		if d.Err != nil {
+			panic(d.Err)
 		}
+		res := d.Result
 		fmt.Printf("allowed=%v remaining=%d\n", res.Allowed, res.Remaining)
 	}
 	// Output:
@@ -97,10 +98,11 @@ func Example_plan() {
 	defer l.Close()
 
 	for range 3 {
-		res, err := l.Allow(context.Background(), "203.0.113.7")
-		if err != nil {
-			panic(err)
+		d := l.Allow(context.Background(), "ip:203.0.113.7", 1)
+		if d.Err != nil {
+			panic(d.Err)
 		}
+		res := d.Result
 		fmt.Printf("allowed=%v policy=%s remaining=%d\n", res.Allowed, res.Policy, res.Remaining)
 	}
 	// Output:

@@ -17,5 +17,5 @@ func WithLocalClock(now func() time.Time) Option {
 // StepTolerance is stepTolerance.
 const StepTolerance = stepTolerance
 
-// ScriptLib is the scripts' shared prelude, for tests of its arithmetic.
-var ScriptLib = scriptLib
+// Library is the function library the store loads.
+var Library = library

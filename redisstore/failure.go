@@ -20,9 +20,9 @@ const (
 	// limiter was built WithFailOpen).
 	FailClosed FailurePolicy = iota
 	// FailOpen allows the request without counting it anywhere. The
-	// Result reports the policy ratelimit.Tightest picks when each has
-	// Remaining = Limit - cost and no Reset, as if the key were fresh: the
-	// least limit, ties to the first in the set's order. Protection is off
+	// Result reports the tightest policy (see ratelimit.Store) when each
+	// has Remaining = Limit - cost and no Reset, as if the key were fresh:
+	// the least limit, ties to the first in the set's order. Protection is off
 	// while Redis is down, except for the refusals the store remembers
 	// (WithRefusalCache), which it keeps answering until they expire.
 	FailOpen
@@ -54,14 +54,17 @@ var ErrUnavailable = errors.New("ratelimit: redisstore: redis unavailable")
 
 // openResult is the Result of a request let through by FailOpen at the
 // local instant at: nothing is known of the key's real standing, and
-// nothing is counted, so each policy reports its quota less the cost and
-// no Reset, and Tightest picks the one reported, as for any decision.
+// nothing is counted, so each policy has its quota less the cost and no
+// Reset, and the one reported is the tightest of those, as for any
+// decision: the least limit, ties to the first.
 func openResult(set ratelimit.PolicySet, cost int, at time.Time) ratelimit.Result {
-	var buf [4]ratelimit.Result
-	rs := buf[:0]
+	p := set.At(0)
 	for i := range set.Len() {
-		p := set.At(i)
-		rs = append(rs, ratelimit.Result{Allowed: true, Limit: p.Limit, Remaining: p.Limit - cost, Policy: p.Name, At: at})
+		if set.At(i).Limit < p.Limit {
+			p = set.At(i)
+		}
 	}
-	return ratelimit.Tightest(rs)
+	res := result(p, at.UnixMicro(), true, int64(p.Limit-cost), 0, 0)
+	res.At = at
+	return res
 }

@@ -25,7 +25,11 @@ const DefaultPrefix = "ratelimit:"
 // policies, so two sets that share a policy (or a set whose limit, window
 // or algorithm changed) never read each other's state. The policy's name
 // is unique within its set.
-func keys(prefix, key string, set ratelimit.PolicySet) []string {
+//
+// With marker set, one more key follows: <prefix>{<hash>}:<set digest>,
+// which holds the instant of the client's latest Reset under the set
+// (policy names are never empty, so it is no policy's key).
+func keys(prefix, key string, set ratelimit.PolicySet, marker bool) []string {
 	sum := sha256.Sum256([]byte(key))
 	id := sha256.Sum256([]byte(set.ID()))
 	// {hash}:digest:
@@ -36,8 +40,12 @@ func keys(prefix, key string, set ratelimit.PolicySet) []string {
 	mid[2+2*sha256.Size] = ':'
 	hex.Encode(mid[3+2*sha256.Size:], id[:setDigestBytes])
 	mid[len(mid)-1] = ':'
-	ks := make([]string, set.Len())
-	for i := range ks {
+	n := set.Len()
+	ks := make([]string, n, n+1)
+	if marker {
+		ks = append(ks, prefix+string(mid[:len(mid)-1]))
+	}
+	for i := range n {
 		name := set.At(i).Name
 		var b strings.Builder
 		b.Grow(len(prefix) + len(mid) + len(name))

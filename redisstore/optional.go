@@ -8,46 +8,50 @@ import (
 	"github.com/slidelog/ratelimit"
 )
 
-// Peek implements ratelimit.Peeker with one read-only script (EVALSHA_RO
-// on Redis 7.0 and later, so that the server refuses any write): it
-// evicts nothing, records nothing and moves no expiry, and a key it has
-// never seen stays absent. A failure of Redis is counted and returned,
-// wrapping ErrUnavailable, whatever the FailurePolicy: a peek decides
-// nothing that a fallback could stand in for.
+// Peek implements ratelimit.Store's Peek with one read-only function call
+// (FCALL_RO, so that the server itself refuses any write): it evicts
+// nothing, records nothing and moves no expiry, and a key it has never
+// seen stays absent. A failure of Redis is counted and returned, wrapping
+// ErrUnavailable, whatever the FailurePolicy: a peek decides nothing that
+// a fallback could stand in for.
 func (s *Store) Peek(ctx context.Context, key string, set ratelimit.PolicySet) (ratelimit.Result, error) {
-	if set.Len() == 0 {
-		return ratelimit.Result{}, ratelimit.ErrEmptyPolicySet
+	if err := set.CheckCost(1); err != nil {
+		return ratelimit.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Result{}, err
 	}
-	reply, err := s.run(ctx, peekScript, true, keys(s.prefix, key, set), s.args(set, 1, 0))
+	r, err := s.fcall(ctx, fnPeek, true, keys(s.prefix, key, set, false), s.args(set, 1, 0, 0, nil))
 	if err == nil {
-		var buf [4]ratelimit.Result
-		if res, _, ok := decode(set, reply, 1, buf[:0]); ok {
-			return res, nil
+		if len(r) == 6 && r[2] >= 1 && r[2] <= int64(set.Len()) {
+			return result(set.At(int(r[2])-1), r[0], r[1] == 1, r[3], r[4], r[5]), nil
 		}
-		err = fmt.Errorf("ratelimit: redisstore: unexpected script reply %v", reply)
+		err = fmt.Errorf("ratelimit: redisstore: unexpected reply %v", r)
 	}
 	return ratelimit.Result{}, s.failed(ctx, err)
 }
 
-// Reset implements ratelimit.Resetter: one UNLINK of the set's keys of
-// the client, atomic as a script would be and with nothing to decide,
-// and it forgets the refusal this process remembers for them. Other
-// processes keep answering the refusals they remember until these expire
-// (see the package documentation). A failure of Redis is counted and
-// returned, wrapping ErrUnavailable.
+// Reset implements ratelimit.Store's Reset with one function call: it
+// unlinks the set's keys of the client and notes the instant in a marker
+// key, so that a refund or a lease's return of a request counted before
+// never reaches what is counted after; and it forgets the refusal and the
+// lease this process holds for them. Other processes keep answering the
+// refusals they remember, and admitting from their leases, until these
+// end: at most a second (see the package documentation). A failure of
+// Redis is counted and returned, wrapping ErrUnavailable.
 func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) error {
-	if set.Len() == 0 {
-		return ratelimit.ErrEmptyPolicySet
+	if err := set.CheckCost(1); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	tctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	err := s.client.Unlink(tctx, keys(s.prefix, key, set)...).Err()
+	if s.leases != nil {
+		l, _ := s.leases.of(key, set)
+		l.left = 0 // its slots went with the state, whatever its limits
+		l.mu.Unlock()
+	}
+	_, err := s.fcall(ctx, fnReset, false, keys(s.prefix, key, set, true), s.args(set, 1, 0, 0, nil))
 	s.invalidate(key, set)
 	if err != nil {
 		return s.failed(ctx, err)
@@ -55,11 +59,12 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 	return nil
 }
 
-// Refund implements ratelimit.Refunder with one script: each policy whose
-// window still holds the instant at takes back cost requests counted
-// then, as ratelimit.Refunder describes, and the refusal this process
-// remembers for key and set is forgotten. A failure of Redis is counted
-// and returned, wrapping ErrUnavailable: the requests then stay counted.
+// Refund implements ratelimit.Store's Refund with one function call: each
+// policy whose window still holds the instant at takes back cost requests
+// counted then, as ratelimit.Store describes, unless the client was Reset
+// since; and the refusal this process remembers for key and set is
+// forgotten. A failure of Redis is counted and returned, wrapping
+// ErrUnavailable: the requests then stay counted.
 func (s *Store) Refund(ctx context.Context, key string, set ratelimit.PolicySet, cost int, at time.Time) error {
 	if err := set.CheckCost(cost); err != nil {
 		return err
@@ -67,7 +72,7 @@ func (s *Store) Refund(ctx context.Context, key string, set ratelimit.PolicySet,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err := s.run(ctx, refundScript, false, keys(s.prefix, key, set), s.args(set, cost, at.UnixMicro()))
+	_, err := s.fcall(ctx, fnRefund, false, keys(s.prefix, key, set, true), s.args(set, cost, at.UnixMicro(), 0, nil))
 	s.invalidate(key, set)
 	if err != nil {
 		return s.failed(ctx, err)

@@ -20,7 +20,9 @@ type config struct {
 	policy    FailurePolicy
 	fallback  ratelimit.Store
 	onFailure func(err error)
-	refusals  int // entries of the refusal cache; 0 turns it off
+	refusals  int  // entries of the refusal cache; 0 turns it off
+	leases    bool // lease busy keys
+	fleet     int  // servers that share a limit under FailLocal
 	errs      []error
 
 	// Test hooks, set only by the package's tests (export_test.go).
@@ -37,7 +39,7 @@ const DefaultTimeout = 50 * time.Millisecond
 const DefaultRefusalCache = 4096
 
 func defaultConfig() config {
-	return config{prefix: DefaultPrefix, timeout: DefaultTimeout, policy: FailClosed, refusals: DefaultRefusalCache}
+	return config{prefix: DefaultPrefix, timeout: DefaultTimeout, policy: FailClosed, refusals: DefaultRefusalCache, fleet: 1}
 }
 
 func (c *config) fail(format string, args ...any) {
@@ -48,6 +50,9 @@ func (c *config) validate() error {
 	errs := c.errs
 	if c.fallback != nil && c.policy != FailLocal {
 		errs = append(errs, errors.New("ratelimit: redisstore: WithFallback needs WithFailurePolicy(FailLocal)"))
+	}
+	if c.fleet > 1 && c.policy != FailLocal {
+		errs = append(errs, errors.New("ratelimit: redisstore: WithFleetSize needs WithFailurePolicy(FailLocal)"))
 	}
 	return errors.Join(errs...)
 }
@@ -127,5 +132,28 @@ func WithRefusalCache(n int) Option {
 			c.fail("WithRefusalCache(%d): want >= 0", n)
 		}
 		c.refusals = n
+	}
+}
+
+// WithLeases turns leases on or off (default off): a process that sees a
+// client's key busy takes a lease of several of its slots in one call and
+// admits the key's requests from it without a round trip, for at most
+// 50 ms; see the package documentation for why this stays exact, and
+// what it costs.
+func WithLeases(on bool) Option {
+	return func(c *config) { c.leases = on }
+}
+
+// WithFleetSize says how many servers share the limits under FailLocal
+// (default 1): while Redis is down each decides with its share of every
+// limit, the limit divided by n (at least 1), so that the fleet admits no
+// more than the limit in all instead of n times it. A fleet that grows
+// beyond n admits more; one that shrinks admits less.
+func WithFleetSize(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.fail("WithFleetSize(%d): want >= 1", n)
+		}
+		c.fleet = n
 	}
 }

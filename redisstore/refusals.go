@@ -43,6 +43,7 @@ const ways = 4
 type refusal struct {
 	key   string
 	set   string
+	ps    ratelimit.PolicySet // its limits: a change of them is another quota here
 	cost  int
 	epoch uint64
 	until int64 // when the request was sent, plus the refusal's validity
@@ -82,7 +83,7 @@ func (c *refusals) get(key string, set ratelimit.PolicySet, cost int, now func()
 	epoch = ep.Load()
 	for i := range b {
 		e := b[i].Load()
-		if !e.is(key, id) || e.cost != cost || e.epoch != epoch {
+		if !e.is(key, id) || e.cost != cost || e.epoch != epoch || !sameLimits(e.ps, set) {
 			continue
 		}
 		t := now()
@@ -128,7 +129,7 @@ func (c *refusals) put(key string, set ratelimit.PolicySet, cost int, res rateli
 	}
 	// Copy the key, so that the entry does not pin a larger string it was
 	// cut from (a whole header, say).
-	b[victim].Store(&refusal{key: strings.Clone(key), set: id, cost: cost, epoch: epoch, until: sent + int64(valid), recv: recv, res: res})
+	b[victim].Store(&refusal{key: strings.Clone(key), set: id, ps: set, cost: cost, epoch: epoch, until: sent + int64(valid), recv: recv, res: res})
 }
 
 // forget drops whatever is remembered for key under set, after an

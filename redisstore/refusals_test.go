@@ -13,10 +13,10 @@ import (
 	"github.com/slidelog/ratelimit/storetest"
 )
 
-// scriptCalls counts the script calls a client sends, by EVALSHA or EVAL,
+// scriptCalls counts the function calls a client sends, by FCALL or FCALL_RO,
 // read-only or not.
 func scriptCalls(rec *commands) int {
-	return rec.count("evalsha") + rec.count("eval") + rec.count("evalsha_ro") + rec.count("eval_ro")
+	return rec.count("fcall") + rec.count("fcall_ro")
 }
 
 // TestRefusalCacheFlood floods one key over its limit with 5,000
@@ -44,7 +44,7 @@ func TestRefusalCacheFlood(t *testing.T) {
 	if got := st.Stats().CachedRefusals; got != uint64(5000-calls) {
 		t.Errorf("Stats().CachedRefusals = %d, want %d (the refusals Redis did not answer)", got, 5000-calls)
 	}
-	l, err := ratelimit.New(1, time.Hour, func(*http.Request) (string, error) { return "x", nil }, ratelimit.WithStore(st))
+	l, err := ratelimit.New(1, time.Hour, ratelimit.KeyFunc(func(*http.Request) (string, error) { return "x", nil }), ratelimit.WithStore(st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ type twin struct {
 	t     *testing.T
 	clk   *storetest.Clock
 	rs    *redisstore.Store
-	ms    *ratelimit.MemoryStore
+	ms    ratelimit.Store
 	rec   *commands
 	set   ratelimit.PolicySet
 	calls int
@@ -92,7 +92,7 @@ func newTwin(t *testing.T, start time.Time, ps ...ratelimit.Policy) *twin {
 	clk := &storetest.Clock{}
 	clk.Set(start)
 	rs, _ := clockedStore(t, c, clk)
-	ms, err := ratelimit.NewMemoryStore(ratelimit.WithClock(clk.Now))
+	ms, err := ratelimit.NewMemoryStore(ratelimit.MemoryConfig{Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,9 @@ func (w *twin) take(start time.Time, at time.Duration, cost int) (ratelimit.Resu
 // answering when a fresh decision could differ: at the reported policy's
 // Reset, when it comes before the set's wait for a request of cost 1
 // (its Remaining grows then), and at that wait, when it comes first (a
-// request could be counted then, by any process).
+// request could be counted then, by any process); and a second after it
+// was decided at the latest, so that a Reset or Refund elsewhere is seen
+// within a second.
 func TestRefusalCacheValidity(t *testing.T) {
 	T := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	sec := time.Second
@@ -142,10 +144,19 @@ func TestRefusalCacheValidity(t *testing.T) {
 		if res.Allowed || res.Policy != "a" || res.Remaining != 1 || res.Reset != 5*sec || !asked {
 			t.Fatalf("at +125s: %+v (Redis asked: %v), want refused by a, 1 remaining, Reset 5s, from Redis", res, asked)
 		}
-		for _, at := range []time.Duration{125 * sec, 127 * sec, 130*sec - time.Microsecond} {
+		for _, at := range []time.Duration{125 * sec, 125*sec + sec/2, 126*sec - time.Microsecond} {
 			if _, asked := w.take(T, at, 3); asked {
 				t.Errorf("at +%v: Redis asked, want the remembered refusal", at)
 			}
+		}
+		// Learnt again at 126s, a second before its Reset, as it comes.
+		for _, at := range []time.Duration{126 * sec, 129 * sec} {
+			if _, asked := w.take(T, at, 3); !asked {
+				t.Errorf("at +%v: the remembered refusal, want Redis asked (a second since it was learnt)", at)
+			}
+		}
+		if _, asked := w.take(T, 130*sec-time.Microsecond, 3); asked {
+			t.Errorf("at +130s-1µs: Redis asked, want the refusal remembered at 129s")
 		}
 		if res, asked := w.take(T, 130*sec, 3); !asked || res.Remaining != 2 {
 			t.Errorf("at +130s: %+v (Redis asked: %v), want Redis asked, 2 remaining", res, asked)
@@ -163,8 +174,14 @@ func TestRefusalCacheValidity(t *testing.T) {
 		if res, asked := w.take(T, 30*sec, 2); res.Allowed || res.RetryAfter != 40*sec || !asked {
 			t.Fatalf("at +30s: %+v (Redis asked: %v), want refused for 40s, from Redis", res, asked)
 		}
+		if _, asked := w.take(T, 31*sec-time.Microsecond, 2); asked {
+			t.Error("just before +31s: Redis asked, want the remembered refusal")
+		}
+		if _, asked := w.take(T, 59*sec+sec/2, 2); !asked {
+			t.Error("at +59.5s: the refusal remembered at 30s, want Redis asked (more than a second since)")
+		}
 		if _, asked := w.take(T, 60*sec-time.Microsecond, 2); asked {
-			t.Error("just before +60s: Redis asked, want the remembered refusal")
+			t.Error("just before +60s: Redis asked, want the refusal remembered at 59.5s")
 		}
 		w.clk.Set(T.Add(60 * sec))
 		other, err := redisstore.New(sharedClient(t), redisstore.WithPrefix(prefixOf(t, w.rs)), redisstore.WithScriptClock(w.clk.Now))
@@ -187,7 +204,7 @@ func TestRefusalCacheValidity(t *testing.T) {
 		w.take(T, 10*sec, 1)
 		w.take(T, 20*sec, 3)
 		for _, cost := range []int{3, 2, 1} {
-			_, asked := w.take(T, 21*sec, cost)
+			_, asked := w.take(T, 20*sec+sec/2, cost)
 			if asked != (cost != 3) {
 				t.Errorf("cost %d after a refusal of 3: Redis asked %v, want %v", cost, asked, cost != 3)
 			}
@@ -208,10 +225,10 @@ func TestRefusalCacheValidity(t *testing.T) {
 }
 
 // TestRefusalCacheRoundTrip: across the network, a remembered refusal is
-// valid from when its request was sent (the server decided after that)
-// and its waits shrink from when the reply was received (so that they
-// are never shorter than the truth). The hook moves the local clock by a
-// round trip of 7ms while each script runs.
+// valid from when its request was sent (the server decided after that),
+// for a second at most, and its waits shrink from when the reply was
+// received (so that they are never shorter than the truth). The hook
+// moves the local clock by a round trip of 7ms while each function runs.
 func TestRefusalCacheRoundTrip(t *testing.T) {
 	c := sharedClient(t)
 	T := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -232,7 +249,7 @@ func TestRefusalCacheRoundTrip(t *testing.T) {
 		t.Fatalf("second request: %+v, want refused for a minute", first)
 	}
 	calls := scriptCalls(rec)
-	for _, d := range []time.Duration{0, time.Second, time.Minute - rtt - time.Nanosecond} {
+	for _, d := range []time.Duration{0, time.Second / 2, time.Second - rtt - time.Nanosecond} {
 		local.Set(recv.Add(d))
 		res := takeOK(t, st, "k", set, 1)
 		want := first
@@ -243,10 +260,10 @@ func TestRefusalCacheRoundTrip(t *testing.T) {
 			t.Errorf("%v after the reply: %+v, want %+v from the cache", d, res, want)
 		}
 	}
-	local.Set(sent.Add(time.Minute))
+	local.Set(sent.Add(time.Second))
 	takeOK(t, st, "k", set, 1)
 	if scriptCalls(rec) != calls+1 {
-		t.Errorf("a minute after the request was sent: answered from the cache, want Redis asked")
+		t.Errorf("a second after the request was sent: answered from the cache, want Redis asked")
 	}
 }
 
@@ -258,7 +275,7 @@ func (h *onScript) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *onScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+		if n := cmd.Name(); n == "fcall" || n == "fcall_ro" {
 			h.fn()
 		}
 		return err

@@ -3,8 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"io"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,10 +15,9 @@ import (
 
 // Store is a ratelimit.Store kept in Redis: the state of every policy of
 // every client, shared by every server that uses the same Redis, with a
-// local cache of refusals in front (see WithRefusalCache). It implements
-// every algorithm, and the optional abilities ratelimit.Peeker, Resetter
-// and Refunder. Make one with New; pass it to ratelimit.New with
-// ratelimit.WithStore.
+// local cache of refusals (see WithRefusalCache) and leases for busy keys
+// (see WithLeases) in front. It implements every algorithm. Make one with
+// New; pass it to ratelimit.New with ratelimit.WithStore.
 //
 // A Store is safe for simultaneous use by multiple goroutines.
 type Store struct {
@@ -27,29 +26,29 @@ type Store struct {
 	timeout  time.Duration
 	policy   FailurePolicy
 	fallback ratelimit.Store
-	owned    io.Closer // the fallback New made, closed by Close
+	fleet    int      // servers sharing the limit under FailLocal
+	shares   sync.Map // set ID -> *fleetShare
+	owned    bool     // the fallback is New's, closed by Close
 	hook     func(error)
 	bounded  bool      // the client itself gives up at a context's deadline
 	refusals *refusals // nil when the cache is off
+	leases   *leases   // nil when leases are off
 
-	clock func() time.Time // test hook: the scripts' time; nil for TIME
-	local func() time.Time // the refusal cache's clock
+	clock func() time.Time // test hook: the functions' time; nil for TIME
+	local func() time.Time // the local clock of the refusal cache and leases
 	base  time.Time        // a reading of local, the origin of mono
 
-	noRO     atomic.Bool // the server has no EVALSHA_RO (Redis before 7.0)
-	failures atomic.Uint64
+	stop      chan struct{} // stops the janitor
+	done      chan struct{}
+	closeOnce sync.Once
+	failures  atomic.Uint64
 }
 
-var (
-	_ ratelimit.Store    = (*Store)(nil)
-	_ ratelimit.Peeker   = (*Store)(nil)
-	_ ratelimit.Resetter = (*Store)(nil)
-	_ ratelimit.Refunder = (*Store)(nil)
-)
+var _ ratelimit.Store = (*Store)(nil)
 
 // New returns a Store that keeps its counts in the Redis that client
-// talks to: a single server, a Sentinel-managed one or a Cluster. The
-// caller owns client; Close does not close it.
+// talks to: a single server, a Sentinel-managed one or a Cluster, of Redis
+// 7.0 or later. The caller owns client; Close does not close it.
 //
 // Give the client ContextTimeoutEnabled: true, and the dial and retry
 // settings the package documentation lists, so that a call that fails
@@ -83,10 +82,13 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		timeout:  c.timeout,
 		policy:   c.policy,
 		fallback: c.fallback,
+		fleet:    c.fleet,
 		hook:     c.onFailure,
 		bounded:  honoursDeadlines(client),
 		clock:    c.clock,
 		local:    c.local,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	if s.local == nil {
 		s.local = time.Now
@@ -96,11 +98,17 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		s.refusals = newRefusals(c.refusals)
 	}
 	if s.policy == FailLocal && s.fallback == nil {
-		ms, err := ratelimit.NewMemoryStore()
+		ms, err := ratelimit.NewMemoryStore(ratelimit.MemoryConfig{})
 		if err != nil {
 			return nil, err
 		}
-		s.fallback, s.owned = ms, ms
+		s.fallback, s.owned = ms, true
+	}
+	if c.leases {
+		s.leases = newLeases()
+		go s.janitor(s.stop, s.done)
+	} else {
+		close(s.done)
 	}
 	return s, nil
 }
@@ -121,14 +129,15 @@ func honoursDeadlines(client redis.UniversalClient) bool {
 
 // mono reads the local clock in nanoseconds since the store was made: the
 // monotonic clock in production, so that a step of the wall clock cannot
-// stretch a remembered refusal.
+// stretch a remembered refusal or a lease.
 func (s *Store) mono() int64 { return int64(s.local().Sub(s.base)) }
 
-// Take implements ratelimit.Store with one script run in Redis: see the
-// package documentation. A refusal it remembers is answered without
-// Redis. When Redis fails it counts the failure and acts as the store's
-// FailurePolicy says. If ctx ends first, Take returns ctx's error, which
-// is not counted as a failure of Redis.
+// Take implements ratelimit.Store with one function call in Redis: see
+// the package documentation. A remembered refusal, and a request a lease
+// has room for, are answered without Redis. When Redis fails it counts
+// the failure and acts as the store's FailurePolicy says. If ctx ends
+// first, Take returns ctx's error, which is not counted as a failure of
+// Redis.
 func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, cost int) (ratelimit.Result, error) {
 	if err := set.CheckCost(cost); err != nil {
 		return ratelimit.Result{}, err
@@ -136,25 +145,39 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Result{}, err
 	}
-	var sent int64
 	var epoch uint64
 	if s.refusals != nil {
 		res, ok, e := s.refusals.get(key, set, cost, s.mono)
 		if ok {
 			return res, nil
 		}
-		epoch, sent = e, s.mono()
+		epoch = e
 	}
-	reply, err := s.run(ctx, takeScript, false, keys(s.prefix, key, set), s.args(set, cost, 0))
-	if err == nil {
-		var buf [4]ratelimit.Result
-		if res, r1, ok := decode(set, reply, 3, buf[:0]); ok {
-			if s.refusals != nil {
-				s.remember(key, set, cost, res, r1, sent, epoch)
-			}
-			return res, nil
+	want, ask := 0, chan struct{}(nil)
+	if s.leases != nil {
+		res, ok, w, a, err := s.leased(ctx, key, set, cost)
+		if ok || err != nil {
+			return res, err
 		}
-		err = fmt.Errorf("ratelimit: redisstore: unexpected script reply %v", reply)
+		want, ask = w, a
+	}
+	sent := s.mono()
+	reply, err := s.fcall(ctx, fnTake, false, keys(s.prefix, key, set, false), s.args(set, cost, int64(want), 0, nil))
+	var t taken
+	ok := err == nil
+	if ok {
+		if t, ok = decodeTake(set, reply); !ok {
+			err = fmt.Errorf("ratelimit: redisstore: unexpected reply %v", reply)
+		}
+	}
+	if ask != nil {
+		s.asked(ctx, key, set, ask, &t, ok, sent)
+	}
+	if ok {
+		if s.refusals != nil {
+			s.remember(key, set, cost, t.res, t.r1, sent, epoch)
+		}
+		return t.res, nil
 	}
 	if ctx.Err() != nil {
 		return ratelimit.Result{}, ctx.Err()
@@ -164,27 +187,74 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 	case FailOpen:
 		return openResult(set, cost, s.local()), nil
 	case FailLocal:
-		return s.fallback.Take(ctx, key, set, cost)
+		return s.fallback.Take(ctx, key, s.share(set), cost)
 	}
 	return ratelimit.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// leased admits a request of cost for key under set from the key's lease
+// if it has room, waiting for a grant another request is out asking for;
+// otherwise it says what to ask Redis for: want slots beyond the request,
+// ask to end with asked, if any.
+func (s *Store) leased(ctx context.Context, key string, set ratelimit.PolicySet, cost int) (res ratelimit.Result, ok bool, want int, ask chan struct{}, err error) {
+	for {
+		l, stale := s.leases.of(key, set)
+		res, ok, wait, want, ask, give := l.admit(cost, s.mono())
+		l.mu.Unlock()
+		for _, g := range [...]*grant{stale, give} {
+			if g != nil {
+				s.release(ctx, key, g)
+			}
+		}
+		if wait == nil {
+			return res, ok, want, ask, nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return res, false, 0, nil, ctx.Err()
+		}
+	}
+}
+
+// asked ends the ask of a lease for key under set: t is the reply to the
+// request sent at sent when ok.
+func (s *Store) asked(ctx context.Context, key string, set ratelimit.PolicySet, ask chan struct{}, t *taken, ok bool, sent int64) {
+	if !ok {
+		t = nil
+	}
+	l, stale := s.leases.of(key, set)
+	give := l.done(ask, t, sent, s.mono())
+	l.mu.Unlock()
+	for _, g := range [...]*grant{stale, give} {
+		if g != nil {
+			s.release(ctx, key, g)
+		}
+	}
 }
 
 // remember updates the refusal cache with the decision res of a request
 // sent at sent: a refusal is remembered only when the set refuses a
 // request of cost 1 too (r1 > 0), since then no request of any cost can
 // be counted anywhere until r1 has passed, and for no longer than the
-// reported policy's Reset, after which its Remaining changes; an
-// admission forgets whatever the cache held for the key and set, which
-// it proves stale.
+// reported policy's Reset, after which its Remaining changes, nor than
+// maxRemembered, so that a Reset or Refund elsewhere is seen within it;
+// an admission forgets whatever the cache held for the key and set,
+// which it proves stale.
 func (s *Store) remember(key string, set ratelimit.PolicySet, cost int, res ratelimit.Result, r1 time.Duration, sent int64, epoch uint64) {
 	if res.Allowed {
 		s.refusals.forget(key, set)
 		return
 	}
 	if r1 > 0 {
-		s.refusals.put(key, set, cost, res, sent, s.mono(), min(r1, res.Reset), epoch)
+		s.refusals.put(key, set, cost, res, sent, s.mono(), min(r1, res.Reset, maxRemembered), epoch)
 	}
 }
+
+// maxRemembered is the longest a refusal is remembered: a Reset or Refund
+// in another process is seen here at most that long after it, and a
+// client flooding one key costs this process a round trip per that long.
+const maxRemembered = time.Second
 
 // fail counts a failure of Redis and reports it to the hook.
 func (s *Store) fail(err error) {
@@ -194,98 +264,160 @@ func (s *Store) fail(err error) {
 	}
 }
 
-// args returns a script's ARGV for set: the header (the clock, the expiry
-// slack, cost and the instant at, in µs), then each policy's algorithm,
-// limit and window in µs.
-func (s *Store) args(set ratelimit.PolicySet, cost int, at int64) []any {
-	a := make([]any, 4, 4+3*set.Len())
-	a[0], a[1], a[2], a[3] = "", "0", cost, at
+// share returns set with each limit divided among the fleet, for the
+// fallback of FailLocal, so that the fleet admits no more than the limit
+// while Redis is down.
+func (s *Store) share(set ratelimit.PolicySet) ratelimit.PolicySet {
+	if s.fleet <= 1 {
+		return set
+	}
+	if v, ok := s.shares.Load(set.ID()); ok {
+		if sh := v.(*fleetShare); sameLimits(sh.of, set) {
+			return sh.share
+		}
+	}
+	ps := make([]ratelimit.Policy, set.Len())
+	for i := range ps {
+		ps[i] = set.At(i)
+		ps[i].Limit = max(1, ps[i].Limit/s.fleet)
+	}
+	shared, err := ratelimit.NewPolicySet(ps...)
+	if err != nil {
+		return set // cannot happen: the policies were valid, and are still
+	}
+	s.shares.Store(set.ID(), &fleetShare{of: set, share: shared})
+	return shared
+}
+
+// fleetShare is a set's share, kept under the set's ID.
+type fleetShare struct{ of, share ratelimit.PolicySet }
+
+// sameLimits reports whether sets of one ID have the same limits. A set's
+// ID names its quotas, not their limits, so that a client whose limit
+// changed keeps its counts in Redis; what this process keeps of a set
+// (leases, refusals, shares) holds for its limits only.
+func sameLimits(a, b ratelimit.PolicySet) bool {
+	if a == b {
+		return true
+	}
+	for i := range a.Len() {
+		if a.At(i).Limit != b.At(i).Limit {
+			return false
+		}
+	}
+	return true
+}
+
+// args returns a function's ARGV for set (see library.lua): the header
+// (the clock, the expiry slack, cost, x and unused), then each policy's
+// algorithm, limit, window in µs and mark.
+func (s *Store) args(set ratelimit.PolicySet, cost int, x int64, unused int, marks []int64) []any {
+	a := make([]any, 5, 5+4*set.Len())
+	a[0], a[1], a[2], a[3], a[4] = "", "0", cost, x, unused
 	if s.clock != nil {
 		// The injected clock does not move with Redis's: keep keys an
 		// hour longer than they matter, so that none expires while a
 		// test's time stands still.
 		a[0], a[1] = strconv.FormatInt(s.clock().UnixMicro(), 10), "3600000"
 	}
+	var now time.Time // for calendar periods, read once
 	for i := range set.Len() {
 		p := set.At(i)
-		a = append(a, algoCode(p.Algorithm), p.Limit, micros(p.Window))
+		mark := ""
+		if marks != nil {
+			mark = strconv.FormatInt(marks[i], 10)
+		}
+		var window any = micros(p.Window)
+		if p.Window == 0 { // a calendar period
+			if now.IsZero() {
+				now = time.Now()
+				if s.clock != nil {
+					now = s.clock()
+				}
+			}
+			window = periodBounds(p, now)
+		}
+		a = append(a, algoCode(p.Algorithm), p.Limit, window, mark)
 	}
 	return a
 }
 
-// decode turns a script's reply into the Result ratelimit.Tightest picks
-// from one per policy, each four numbers (ok, remaining, retry, reset)
-// from index first of reply on, reply[0] being the decision's instant and,
-// for a Take, reply[2] the set's wait for a request of cost 1. It appends
-// the policies' results to buf.
-func decode(set ratelimit.PolicySet, reply []int64, first int, buf []ratelimit.Result) (res ratelimit.Result, r1 time.Duration, ok bool) {
-	if len(reply) != first+4*set.Len() {
-		return ratelimit.Result{}, 0, false
-	}
-	at := time.UnixMicro(reply[0])
-	for i := range set.Len() {
-		p, v := set.At(i), reply[first+4*i:]
-		buf = append(buf, ratelimit.Result{
-			Allowed:    v[0] == 1,
-			Limit:      p.Limit,
-			Remaining:  int(v[1]),
-			RetryAfter: time.Duration(v[2]) * time.Microsecond,
-			Reset:      time.Duration(v[3]) * time.Microsecond,
-			Policy:     p.Name,
-			At:         at,
-		})
-	}
-	if first == 3 {
-		r1 = time.Duration(reply[2]) * time.Microsecond
-	}
-	return ratelimit.Tightest(buf), r1, true
+// periodBounds returns the bounds of p's calendar period as the functions
+// take them (see library.lua): "start,end,next" in µs, the period around
+// now and the next one's end, so that the server's clock may pick the
+// next once it has begun.
+func periodBounds(p ratelimit.Policy, now time.Time) string {
+	start, end := p.Period(now)
+	_, next := p.Period(end)
+	return fmt.Sprintf("%d,%d,%d", start.UnixMicro(), end.UnixMicro(), next.UnixMicro())
 }
 
-// run runs script (read-only with EVALSHA_RO when ro is set) within the
-// store's timeout.
-func (s *Store) run(ctx context.Context, script *redis.Script, ro bool, keys []string, args []any) ([]int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if s.bounded {
-		return s.call(ctx, script, ro, keys, args)
+// algoCode names an algorithm in the functions' ARGV.
+func algoCode(a ratelimit.Algorithm) string {
+	switch a {
+	case ratelimit.SlidingWindowCounter:
+		return "c"
+	case ratelimit.GCRA:
+		return "g"
+	case ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly:
+		return "p"
 	}
-	type reply struct {
-		v   []int64
-		err error
-	}
-	// Buffered so that a call answered after the deadline does not block
-	// its goroutine forever.
-	done := make(chan reply, 1)
-	go func() {
-		v, err := s.call(ctx, script, ro, keys, args)
-		done <- reply{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return "l"
 }
 
-// call runs script once. A read-only call goes by EVALSHA_RO, so that the
-// server itself refuses any write; a server without it (before Redis 7.0)
-// gets EVALSHA, which runs the same script, from then on.
-func (s *Store) call(ctx context.Context, script *redis.Script, ro bool, keys []string, args []any) ([]int64, error) {
-	if ro && !s.noRO.Load() {
-		v, err := script.RunRO(ctx, s.client, keys, args...).Int64Slice()
-		if err == nil || !unknownCommand(err) {
-			return v, err
-		}
-		s.noRO.Store(true)
-	}
-	return script.Run(ctx, s.client, keys, args...).Int64Slice()
+// micros is w in whole microseconds, rounded up so that a window never
+// shrinks: Redis's TIME has microsecond resolution.
+func micros(w time.Duration) int64 {
+	return int64((w + time.Microsecond - 1) / time.Microsecond)
 }
 
-// unknownCommand reports whether err is the server's answer to a command
-// it does not have.
-func unknownCommand(err error) bool {
-	return redis.HasErrorPrefix(err, "unknown command")
+// taken is a Take's reply: the Result, r1 for the refusal cache, and the
+// lease granted with it, if any.
+type taken struct {
+	res   ratelimit.Result
+	r1    time.Duration
+	slots int           // of the lease
+	lease time.Duration // from the grant to the lease's end
+	marks []int64
+}
+
+// decodeTake turns the take function's reply into a taken: {now, allowed,
+// r1, policy, remaining, retry, reset, lease slots, lease end, marks...}.
+func decodeTake(set ratelimit.PolicySet, reply []int64) (taken, bool) {
+	n := set.Len()
+	if len(reply) < 9 || reply[3] < 1 || reply[3] > int64(n) || reply[7] > 0 && len(reply) != 9+n {
+		return taken{}, false
+	}
+	t := taken{
+		res:   result(set.At(int(reply[3])-1), reply[0], reply[1] == 1, reply[4], reply[5], reply[6]),
+		r1:    time.Duration(reply[2]) * time.Microsecond,
+		slots: int(reply[7]),
+	}
+	if t.slots > 0 {
+		t.lease = time.Duration(reply[8]-reply[0]) * time.Microsecond
+		t.marks = reply[9:]
+	}
+	return t, true
+}
+
+// result is the Result of policy p decided at now (µs) with the figures of
+// a function's reply.
+func result(p ratelimit.Policy, now int64, ok bool, remaining, retry, reset int64) ratelimit.Result {
+	window := p.Window
+	if window == 0 { // a calendar period: the length of the one at now
+		start, end := p.Period(time.UnixMicro(now))
+		window = end.Sub(start)
+	}
+	return ratelimit.Result{
+		Allowed:    ok,
+		Limit:      p.Limit,
+		Remaining:  int(remaining),
+		RetryAfter: time.Duration(retry) * time.Microsecond,
+		Reset:      time.Duration(reset) * time.Microsecond,
+		Policy:     p.Name,
+		Window:     window,
+		At:         time.UnixMicro(now),
+	}
 }
 
 // Failures reports how many calls to Redis have failed or timed out since
@@ -304,12 +436,15 @@ func (s *Store) Stats() ratelimit.Stats {
 	return st
 }
 
-// Close stops the background work of the fallback store New made for
-// FailLocal, if any. It does not close the Redis client. Close is safe to
-// call more than once.
+// Close stops the store's background work: the janitor that gives back
+// what leases did not use, and the fallback store New made for FailLocal,
+// if any. It does not close the Redis client. Close is safe to call more
+// than once.
 func (s *Store) Close() error {
-	if s.owned != nil {
-		return s.owned.Close()
+	s.closeOnce.Do(func() { close(s.stop) })
+	<-s.done
+	if s.owned {
+		return s.fallback.Close()
 	}
 	return nil
 }

@@ -137,7 +137,7 @@ func TestAgainstMemoryStore(t *testing.T) {
 			clk := storetest.Clock{}
 			clk.Set(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 			rs, _ := clockedStore(t, c, &clk)
-			ms, err := ratelimit.NewMemoryStore(ratelimit.WithClock(clk.Now))
+			ms, err := ratelimit.NewMemoryStore(ratelimit.MemoryConfig{Clock: clk.Now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -328,8 +328,8 @@ func TestKeyLayout(t *testing.T) {
 		return ratelimit.Policy{}
 	})
 	// The README's example.
-	takeOK(t, st, "ip:203.0.113.7", policySet(t, ratelimit.Policy{Name: ratelimit.DefaultPolicyName, Limit: 300, Window: time.Minute}), 1)
-	readme := p + "{68368b836af7b89c2c6ef9a3ada81a8da5851bac87288f23f98af357b8b6ba9f}:d7d1308bda43721a:default"
+	takeOK(t, st, "ip:203.0.113.7", policySet(t, ratelimit.Policy{Name: "default", Limit: 300, Window: time.Minute}), 1)
+	readme := p + "{68368b836af7b89c2c6ef9a3ada81a8da5851bac87288f23f98af357b8b6ba9f}:c9cd42701779b81b:default"
 	if n := c.Exists(context.Background(), readme).Val(); n != 1 {
 		t.Errorf("the README's example key %q not written", readme)
 	}

@@ -1,0 +1,229 @@
+package redisstore
+
+import (
+	"context"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slidelog/ratelimit"
+)
+
+// Leases: how a server admits a busy client's requests without a round
+// trip each, exactly.
+//
+// When a key is busy in this process (its requests of the last lease
+// period say how busy), a Take asks Redis for a lease of that many slots
+// beyond the request; Redis grants at most an eighth of what every policy
+// has left after the request (none near the limit, where the behaviour is
+// a round trip per request, as without leases) and records the slots at
+// once, in the same call, so that every decision anywhere counts them
+// from then on. While one request is out asking, the key's other requests
+// in this process wait for its answer instead of asking too. This process
+// then admits requests of the key from the lease, locally, until the
+// slots are used up or the lease's time (at most maxLease) ends; a
+// janitor gives the unused slots back then, or the next request of the
+// key, first.
+//
+// Why no window ever holds more than the limit: a decision anywhere counts
+// every slot granted before it, and a lease's slots are used after it was
+// granted and before it ends. The sliding log records the slots at the
+// lease's end, so that each request is logged at or after the instant it
+// was admitted: it counts for at least as long as it should, and its slot
+// frees at most a lease's length late. GCRA counts them when granted, as a
+// burst at that instant, which the bucket allowed; the counter and
+// calendar periods count them in the window the lease ends in, which is
+// the one they are used in. Giving back what was not used follows the
+// refund rules: the log removes the lease's own instants, GCRA gives back
+// what of their shares has not refilled, and nothing is given back after a
+// Reset.
+//
+// The table is fixed in size, one slot per hash of key and set: a lease
+// whose slot another key takes is forgotten (its unused slots then free
+// with the window, as a crashed process's do).
+
+// maxLease is the longest lease there is, and the one the store takes.
+const maxLease = 50 * time.Millisecond
+
+// leaseSlots is the size of the table of leases; maxLeaseSize the most
+// slots one lease asks for.
+const (
+	leaseSlots   = 1024
+	maxLeaseSize = 4096
+)
+
+type leases struct {
+	seed  maphash.Seed
+	slots [leaseSlots]lease
+}
+
+// lease is one key's lease in this process, and what sizes the next one.
+type lease struct {
+	mu  sync.Mutex
+	key string
+	set ratelimit.PolicySet
+	// The current grant: left slots to admit from until until (local
+	// monotonic ns); res is its Result, received at recv, granted at the
+	// server's instant grant; marks say which slots to give back.
+	left  int
+	until int64
+	recv  int64
+	grant time.Time
+	res   ratelimit.Result
+	marks []int64
+	// hits counts the Takes of the key in its lease periods: period
+	// (local ns / maxLease) and the one before.
+	hits, prev, period int64
+	// asking is closed when the grant one request went to ask for comes
+	// back: the key's other requests wait for it rather than each asking
+	// Redis; nil when none is out. quiet is until when none is asked for
+	// (local ns), after an answer that granted nothing.
+	asking chan struct{}
+	quiet  int64
+}
+
+func newLeases() *leases { return &leases{seed: maphash.MakeSeed()} }
+
+// of returns the lease of key under set, locked, taking its slot if
+// another key holds it. When set's limits differ from those the lease was
+// granted under, the grant ends: of returns its unused slots, for the
+// caller to give back.
+func (t *leases) of(key string, set ratelimit.PolicySet) (*lease, *grant) {
+	id := set.ID()
+	h := maphash.String(t.seed, key) ^ maphash.String(t.seed, id)*0x9e3779b97f4a7c15
+	l := &t.slots[h%leaseSlots]
+	l.mu.Lock()
+	var stale *grant
+	switch {
+	case l.key != key || l.set.ID() != id:
+		l.key, l.set = strings.Clone(key), set
+		l.left, l.marks, l.hits, l.prev, l.period, l.asking, l.quiet = 0, nil, 0, 0, 0, nil, 0
+	case !sameLimits(l.set, set):
+		stale = l.expire()
+		l.set = set
+	}
+	return l, stale
+}
+
+// admit counts a Take of cost at now (local ns) and admits it from the
+// lease if there is room. Otherwise it returns a channel to wait on when
+// another request is out asking for a grant; or, for the caller to ask
+// Redis with, the slots the key used in about a lease period (ask then
+// says the caller is the one out asking, and done must follow), and an
+// expired grant's unused slots to give back first. The caller holds l.mu.
+func (l *lease) admit(cost int, now int64) (res ratelimit.Result, ok bool, wait <-chan struct{}, want int, ask chan struct{}, give *grant) {
+	p := now / int64(maxLease)
+	switch {
+	case p == l.period:
+	case p == l.period+1:
+		l.prev, l.hits = l.hits, 0
+	default:
+		l.prev, l.hits = 0, 0
+	}
+	l.period = p
+	l.hits += int64(cost)
+	if l.left >= cost && now < l.until {
+		l.left -= cost
+		res = l.res
+		res.Remaining += l.left
+		res.Reset = max(0, res.Reset-time.Duration(now-l.recv))
+		res.At = l.grant
+		return res, true, nil, 0, nil, nil
+	}
+	if l.asking != nil {
+		return res, false, l.asking, 0, nil, nil
+	}
+	if l.left > 0 && now >= l.until {
+		give = l.expire()
+	}
+	if now < l.quiet || l.prev+l.hits < 2 {
+		return res, false, nil, 0, nil, give // not busy, or nothing to be had
+	}
+	l.asking = make(chan struct{})
+	return res, false, nil, int(min(l.prev+l.hits, maxLeaseSize)), l.asking, give
+}
+
+// done ends the ask of a grant: t, if Redis answered, with the request
+// sent at sent; the key's waiting requests go on. It returns an earlier
+// grant's unused slots to give back. The caller holds l.mu.
+func (l *lease) done(ask chan struct{}, t *taken, sent, now int64) (give *grant) {
+	close(ask)
+	if l.asking == ask {
+		l.asking = nil
+	}
+	switch {
+	case t == nil:
+	case t.slots > 0:
+		give = l.expire()
+		l.left, l.until, l.recv, l.grant, l.res, l.marks = t.slots, sent+int64(t.lease), now, t.res.At, t.res, t.marks
+	default:
+		l.quiet = now + int64(maxLease)
+	}
+	return give
+}
+
+// grant is what a lease gives back when it ends: its unused slots, and
+// what Redis needs to find them.
+type grant struct {
+	set    ratelimit.PolicySet // the limits it was granted under
+	unused int
+	at     time.Time
+	marks  []int64
+}
+
+// expire ends the current grant and returns its unused slots, or nil. The
+// caller holds l.mu.
+func (l *lease) expire() *grant {
+	if l.left == 0 {
+		return nil
+	}
+	g := &grant{set: l.set, unused: l.left, at: l.grant, marks: l.marks}
+	l.left = 0
+	return g
+}
+
+// release gives back the unused slots of g for key.
+func (s *Store) release(ctx context.Context, key string, g *grant) {
+	args := s.args(g.set, 0, g.at.UnixMicro(), g.unused, g.marks)
+	if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, key, g.set, true), args); err != nil && ctx.Err() == nil {
+		s.fail(err)
+	}
+}
+
+// janitor gives back the unused slots of leases that have ended, until
+// stop is closed, so that a key that went quiet does not keep them for
+// its window; then those of every lease, since this process admits no
+// more.
+func (s *Store) janitor(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(maxLease)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			s.releaseEnded(true)
+			return
+		case <-t.C:
+			s.releaseEnded(false)
+		}
+	}
+}
+
+// releaseEnded gives back the unused slots of the leases that have ended,
+// or of all of them.
+func (s *Store) releaseEnded(all bool) {
+	for i := range s.leases.slots {
+		l := &s.leases.slots[i]
+		l.mu.Lock()
+		var g *grant
+		if l.left > 0 && (all || s.mono() >= l.until) {
+			g = l.expire()
+		}
+		key := l.key
+		l.mu.Unlock()
+		if g != nil {
+			s.release(context.Background(), key, g)
+		}
+	}
+}

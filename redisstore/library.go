@@ -1,0 +1,123 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The store's Lua is a Redis function library (library.lua): loaded once
+// per server with FUNCTION LOAD, and called with FCALL, so that nothing is
+// defined again per call. A server that does not have it (a fresh one, a
+// restart without persistence, FUNCTION FLUSH) answers "Function not
+// found"; the store then loads it on every master and calls again.
+//
+// The library and its functions are named for a digest of the library's
+// code, so that a store always calls the code it was built with: during a
+// deploy, servers of two versions each load and call their own, and a
+// server never runs stale code of the same name.
+//
+// KEYS[i] is the state of policy i of the set, in the set's order; for
+// reset, refund and release one more key holds the instant of the
+// client's latest Reset under the set. ARGV is described at the top of
+// library.lua; every function replies with a flat array of integers, its
+// durations in µs.
+
+//go:embed library.lua
+var librarySource string
+
+// library is the source the store loads: library.lua with its constants
+// and its names, which end in the digest.
+var library, version = func() (string, string) {
+	src := strings.NewReplacer(
+		"local TOL = 150000", "local TOL = "+strconv.FormatInt((stepTolerance+maxLease).Microseconds(), 10),
+		"local LEASE = 50000", "local LEASE = "+strconv.FormatInt(maxLease.Microseconds(), 10),
+	).Replace(librarySource)
+	sum := sha256.Sum256([]byte(src))
+	v := hex.EncodeToString(sum[:6])
+	return strings.ReplaceAll(src, "_v2", "_"+v), v
+}()
+
+// The library's functions.
+var (
+	fnTake    = "ratelimit_take_" + version
+	fnPeek    = "ratelimit_peek_" + version
+	fnRefund  = "ratelimit_refund_" + version
+	fnRelease = "ratelimit_release_" + version
+	fnReset   = "ratelimit_reset_" + version
+)
+
+// stepTolerance is how far ahead of the server's clock a logged instant
+// may lie and still be taken for the clock of another server (a failover
+// pair's differ by a few milliseconds); with a lease's end, which is
+// logged ahead by up to maxLease, it bounds what the library takes for
+// its own. An instant further ahead is taken for a clock that stepped
+// back.
+const stepTolerance = 100 * time.Millisecond
+
+// fcall calls fn with keys and args within the store's timeout (FCALL_RO
+// when ro), loading the library first if the server lacks it.
+func (s *Store) fcall(ctx context.Context, fn string, ro bool, keys []string, args []any) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if s.bounded {
+		return s.fcallOnce(ctx, fn, ro, keys, args)
+	}
+	type reply struct {
+		v   []int64
+		err error
+	}
+	// Buffered so that a call answered after the deadline does not block
+	// its goroutine forever.
+	done := make(chan reply, 1)
+	go func() {
+		v, err := s.fcallOnce(ctx, fn, ro, keys, args)
+		done <- reply{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Store) fcallOnce(ctx context.Context, fn string, ro bool, keys []string, args []any) ([]int64, error) {
+	call := s.client.FCall
+	if ro {
+		call = s.client.FCallRO
+	}
+	// A server may lose the library again between the load and the call
+	// (a FUNCTION FLUSH, a restart): load it again, a few times.
+	for range 3 {
+		v, err := call(ctx, fn, keys, args...).Int64Slice()
+		if err == nil || !redis.HasErrorPrefix(err, "Function not found") {
+			return v, err
+		}
+		if err := s.load(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return call(ctx, fn, keys, args...).Int64Slice()
+}
+
+// load loads the library on the server, or on every master of a cluster,
+// replacing a library of the same version (the same code).
+func (s *Store) load(ctx context.Context) error {
+	each := func(ctx context.Context, m *redis.Client) error {
+		return m.FunctionLoadReplace(ctx, library).Err()
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, each)
+	case *redis.Ring:
+		return c.ForEachShard(ctx, each)
+	}
+	return s.client.FunctionLoadReplace(ctx, library).Err()
+}

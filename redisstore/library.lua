@@ -1,0 +1,625 @@
+#!lua name=ratelimit_v2
+
+-- The functions of redisstore, loaded once per server with FUNCTION LOAD
+-- and called with FCALL: nothing below is defined again per call. See
+-- library.go for the protocol: KEYS, ARGV and replies.
+
+-- The standard libraries are out of reach while a library loads (Redis
+-- 7.0): the first call takes what the functions use from them.
+local floor, min, max, format, match, spread
+local function init()
+  floor, min, max = math.floor, math.min, math.max
+  format, match, spread = string.format, string.match, unpack
+end
+local TWO53 = 9007199254740992
+-- TOL: how far ahead of the clock a logged instant may lie and still be
+-- the store's own (another server's clock, or a lease's end); further is a
+-- clock that stepped back. Replaced by library.go.
+local TOL = 150000
+
+-- dec prints an integer below 2^53 exactly: tostring keeps 14 digits.
+local function dec(x)
+  if x < 0 then return '-' .. dec(-x) end
+  if x < 1e9 then return format('%d', x) end
+  return format('%d%09d', floor(x / 1e9), x % 1e9)
+end
+
+-- num returns s as an integer in [0, 2^53), or nil if it is not one.
+local function num(s)
+  local x = tonumber(s)
+  if x and x == floor(x) and x >= 0 and x < TWO53 then return x end
+  return nil
+end
+
+-- idiv returns floor(a/b) for integers 0 <= a < 2^53 and b > 0: the
+-- rounded quotient never reaches the next integer.
+local function idiv(a, b)
+  return floor(a / b)
+end
+
+-- muldiv returns floor(a*b/c) and a*b mod c for integers a, b >= 0 and
+-- c > 0 whose quotient is below 2^53, even where a*b is not: beyond 2^53
+-- it multiplies one bit of a at a time, modulo c.
+local function muldiv(a, b, c)
+  local p = a * b
+  if p < TWO53 then
+    local q = idiv(p, c)
+    return q, p - q * c
+  end
+  local bq = idiv(b, c)
+  local br = b - bq * c
+  local bits = {}
+  while a > 0 do
+    local h = floor(a / 2)
+    bits[#bits + 1] = a - 2 * h
+    a = h
+  end
+  local q, r = 0, 0
+  for i = #bits, 1, -1 do
+    q, r = 2 * q, 2 * r
+    if r >= c then q, r = q + 1, r - c end
+    if bits[i] == 1 then
+      q, r = q + bq, r + br
+      if r >= c then q, r = q + 1, r - c end
+    end
+  end
+  return q, r
+end
+
+local function mulDivFloor(a, b, c)
+  local q = muldiv(a, b, c)
+  return q
+end
+
+local function mulDivCeil(a, b, c)
+  local q, r = muldiv(a, b, c)
+  if r > 0 then q = q + 1 end
+  return q
+end
+
+-- A call's context: the clock and the policies. ARGV:
+--   [1] the time in µs to use instead of TIME, or '' (a test hook)
+--   [2] milliseconds to add to every expiry (a test hook)
+--   [3] cost
+--   [4] take: extra slots wanted for a lease; refund: the instant (µs);
+--       release: the lease's grant instant (µs)
+--   [5] release: the lease's unused slots
+--   [6..] policies, 4 arguments each: algorithm ('l' log, 'c' counter,
+--       'g' GCRA, 'p' calendar period), limit, window in µs (for 'p',
+--       the period's bounds: "start,end" around the caller's clock, then
+--       the next period's end, as "start,end,next"), mark (release: the
+--       lease's mark for the policy; '' otherwise)
+local function context(keys, args, ro)
+  if not floor then init() end
+  local c = {ro = ro, slack = tonumber(args[2]), cost = tonumber(args[3]), p = {}, bad = {}}
+  if args[1] == '' then
+    local t = redis.call('TIME')
+    c.now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  else
+    c.now = tonumber(args[1])
+  end
+  local np = (#args - 5) / 4
+  c.marker = keys[np + 1]
+  for i = 1, np do
+    local j = 6 + 4 * (i - 1)
+    local q = {k = keys[i], algo = args[j], limit = tonumber(args[j + 1]), mark = num(args[j + 3])}
+    if q.algo == 'p' then
+      local a, b, n = match(args[j + 2], '^(%d+),(%d+),(%d+)$')
+      q.pstart, q.pend, q.pnext = tonumber(a), tonumber(b), tonumber(n)
+    else
+      q.w = tonumber(args[j + 2])
+    end
+    c.p[i] = q
+  end
+  return c
+end
+
+-- ttl returns the milliseconds from now until deadline, rounded up, as
+-- PEXPIRE and SET ... PX take them.
+local function ttl(c, deadline)
+  return dec(max(1, floor((deadline - c.now + 999) / 1000)) + c.slack)
+end
+
+-- drop marks a key found holding what is not a valid state: it is read as
+-- empty, and deleted unless the call is read-only.
+local function drop(c, k)
+  c.bad[k] = true
+  if not c.ro then redis.call('UNLINK', k) end
+end
+
+-- at returns instant i of log k, or starts the call over without k.
+local function at(k, i)
+  local x = num(redis.call('LINDEX', k, i))
+  if not x then error({bad = k}) end
+  return x
+end
+
+-- upto returns how many of the n instants of log k from index off on are
+-- at or before x, the first being so: galloping, then bisecting, so that
+-- a log that drains many instants at once costs O(log n) LINDEX calls.
+local function upto(k, off, n, x)
+  local lo, hi, step = 1, n, 1
+  while lo < hi do
+    local m = min(lo + step, hi)
+    if at(k, off + m - 1) <= x then
+      lo, step = m, step * 2
+    else
+      hi = m - 1
+      break
+    end
+  end
+  while lo < hi do
+    local mid = floor((lo + hi + 1) / 2)
+    if at(k, off + mid - 1) <= x then lo = mid else hi = mid - 1 end
+  end
+  return lo
+end
+
+-- push appends n copies of the instant s to log k, in batches.
+local function push(k, s, n)
+  if n == 1 then
+    redis.call('RPUSH', k, s)
+    return
+  end
+  local batch = {}
+  for j = 1, min(n, 1000) do batch[j] = s end
+  while n > 0 do
+    local m = min(n, #batch)
+    redis.call('RPUSH', k, spread(batch, 1, m))
+    n = n - m
+  end
+end
+
+-- The algorithms. Each has load (read the state), prepare (bring it to
+-- now), decide (does cost fit: ok, remaining, retry, reset, as the
+-- memory store's algorithms answer, and room, how many more would fit),
+-- and record (count n at now, with a lease of extra ending at lend; returns
+-- remaining, reset and the lease's mark). The states:
+--   log: a list of integer µs instants, ascending; RPUSH adds, LTRIM drops
+--     the head that left the window.
+--   GCRA: a string, the theoretical arrival time in µs.
+--   counter: a string "index:current:previous", index being the fixed
+--     window's start over the window.
+--   period: a string "start:count", start being the calendar period's.
+local A = {}
+
+-- The log's expiry moves in steps of a quarter window, so that a busy log
+-- pays a PEXPIRE once a quarter window, not on every write.
+local function quantum(q) return max(floor(q.w / 4), 1) end
+
+A.l = {
+  load = function(c, q)
+    local n = redis.pcall('LLEN', q.k)
+    q.n, q.off = 0, 0
+    if type(n) ~= 'number' then drop(c, q.k) elseif n > 0 then
+      q.n = n
+      q.head = at(q.k, '0')
+      q.newest = q.head
+      if n > 1 then q.newest = at(q.k, '-1') end
+    end
+  end,
+  prepare = function(c, q)
+    local now, k = c.now, q.k
+    if q.n > 0 and q.newest > now + TOL and not c.ro then
+      -- The clock stepped back: rewrite the instants ahead of it as now,
+      -- keeping counts and order, so that the window slides at once.
+      local keep = 0
+      if q.head <= now then keep = upto(k, 0, q.n, now) end
+      if keep > 0 then redis.call('LTRIM', k, '0', keep - 1) else redis.call('UNLINK', k) end
+      push(k, dec(now), q.n - keep)
+      redis.call('PEXPIRE', k, ttl(c, (floor(now / quantum(q)) + 1) * quantum(q) + q.w))
+      q.newest = now
+      if keep == 0 then q.head = now end
+    end
+    if q.n > 0 then
+      local cut = now - q.w
+      if q.head <= cut then
+        local n = upto(k, 0, q.n, cut)
+        q.off, q.n = n, q.n - n
+        if q.n > 0 then q.head = at(k, n) end
+      end
+    end
+    -- An instant recorded now is never before the newest: the log stays
+    -- sorted, and a request recorded late only counts longer.
+    q.rec = now
+    if q.n > 0 then q.rec = max(now, min(q.newest, now + TOL)) end
+  end,
+  decide = function(c, q, cost)
+    local n, limit, now = q.n, q.limit, c.now
+    local room = limit - n - cost
+    -- A lowered limit may leave more instants than it: one more fits
+    -- once the n-limit+1 oldest have left.
+    local reset = 0
+    if n > limit then
+      reset = min(at(q.k, q.off + n - limit), now + TOL) + q.w - now
+    elseif n > 0 then
+      reset = q.head + q.w - now
+    end
+    if room >= 0 then return true, limit - n, 0, reset, room end
+    -- The request fits once the oldest n+cost-limit instants have left.
+    local j = n + cost - limit - 1
+    local leave = q.head
+    if j > 0 then leave = min(at(q.k, q.off + j), now + TOL) end
+    return false, max(limit - n, 0), leave + q.w - now, reset, room
+  end,
+  record = function(c, q, n, extra, lend)
+    local k, now = q.k, c.now
+    if q.off > 0 and q.n == 0 then
+      redis.call('UNLINK', k)
+    elseif q.off > 0 then
+      redis.call('LTRIM', k, q.off, '-1')
+    end
+    push(k, dec(q.rec), n)
+    local last, mark = q.rec, nil
+    if extra > 0 then
+      last = max(lend, q.rec)
+      mark = last
+      push(k, dec(last), extra)
+    end
+    local qt = quantum(q)
+    local b0 = floor(last / qt)
+    if q.n == 0 or floor(q.newest / qt) < b0 then
+      redis.call('PEXPIRE', k, ttl(c, (b0 + 1) * qt + q.w))
+    end
+    local head = q.head
+    if q.n == 0 then head = q.rec end
+    return q.limit - q.n - n - extra, head + q.w - now, mark
+  end,
+  -- refund removes cost instants equal to t, the newest first: the very
+  -- ones counted at t. A request logged later than it was decided (at
+  -- the newest instant, ahead of the clock, or at a lease's end) is not
+  -- found, and stays counted, which never frees a slot too soon.
+  refund = function(c, q, cost, t)
+    if q.n > 0 then redis.call('LREM', q.k, -cost, dec(t)) end
+  end,
+  release = function(c, q, unused)
+    if q.mark and q.mark > c.now - q.w then redis.call('LREM', q.k, -unused, dec(q.mark)) end
+  end,
+}
+
+local function gcraParams(q)
+  q.t = idiv(q.w + q.limit - 1, q.limit)
+  q.depth = q.limit * q.t
+end
+
+local function gcraReset(c, q, tat)
+  local now = c.now
+  if tat <= now then return 0 end
+  -- The bucket holds less than nothing when the limit was lowered.
+  local r = max(idiv(now + q.depth - tat, q.t), 0)
+  return tat - q.depth + (r + 1) * q.t - now
+end
+
+A.g = {
+  load = function(c, q)
+    local v = redis.pcall('GET', q.k)
+    if type(v) == 'table' then drop(c, q.k) elseif v then
+      q.tat = num(v)
+      if not q.tat then drop(c, q.k) end
+    end
+  end,
+  prepare = function(c, q)
+    gcraParams(q)
+    local now = c.now
+    q.tat = max(q.tat or now, now)
+    if q.tat > now + q.depth + TOL then
+      -- The clock stepped back: the bucket is at most empty.
+      q.tat = now + q.depth
+      if not c.ro then redis.call('SET', q.k, dec(q.tat), 'PX', ttl(c, q.tat)) end
+    end
+  end,
+  decide = function(c, q, cost)
+    local now = c.now
+    local rem = max(idiv(now + q.depth - q.tat, q.t), 0)
+    local reset = gcraReset(c, q, q.tat)
+    local over = q.tat + cost * q.t - q.depth - now
+    if over > 0 then return false, rem, over, reset, -1 end
+    return true, rem, 0, reset, rem - cost
+  end,
+  record = function(c, q, n, extra)
+    local tat = q.tat + (n + extra) * q.t
+    redis.call('SET', q.k, dec(tat), 'PX', ttl(c, tat))
+    local mark = nil
+    if extra > 0 then mark = tat end
+    return idiv(c.now + q.depth - tat, q.t), gcraReset(c, q, tat), mark
+  end,
+  -- refund gives back what of the requests' share has not refilled since
+  -- t, at most: the share began at t or later.
+  refund = function(c, q, cost, t)
+    local give = min(cost * q.t, t + cost * q.t - c.now)
+    if q.tat > c.now and give > 0 then
+      local tat = q.tat - give
+      if tat > c.now then redis.call('SET', q.k, dec(tat), 'PX', ttl(c, tat)) else redis.call('UNLINK', q.k) end
+    end
+  end,
+  -- release gives back the unused slots of a lease, the last of its
+  -- shares, which end at the mark: what of them has not refilled.
+  release = function(c, q, unused)
+    if q.mark then A.g.refund(c, q, unused, q.mark - unused * q.t) end
+  end,
+}
+
+local function counterSet(c, q)
+  redis.call('SET', q.k, dec(q.idx) .. ':' .. dec(q.cur) .. ':' .. dec(q.prev), 'PX', ttl(c, q.idx * q.w + 2 * q.w))
+end
+
+-- used returns a counter's estimate of the rolling window's count.
+local function used(c, q)
+  local e = min(max(c.now - q.start, 0), q.w)
+  return q.cur + mulDivCeil(q.prev, q.w - e, q.w)
+end
+
+-- counterWait returns how long until cost more requests fit a counter
+-- under limit; they do not now.
+local function counterWait(c, q, limit, cost)
+  local w = q.w
+  local e = c.now - q.start
+  local k = limit - q.cur - cost
+  if k >= 0 then return w - e - mulDivFloor(k, w, q.prev) end
+  return w - e + max(0, w - mulDivFloor(limit - cost, w, q.cur))
+end
+
+-- counterReset returns how long until one more request fits a counter
+-- than fits now, u being its estimate: until the estimate drops by one,
+-- or, above the limit (the limit was lowered), to one below it.
+local function counterReset(c, q, u)
+  if u == 0 then return 0 end
+  return counterWait(c, q, min(u, q.limit), 1)
+end
+
+A.c = {
+  load = function(c, q)
+    local v = redis.pcall('GET', q.k)
+    if type(v) == 'table' then drop(c, q.k) elseif v then
+      local a, b, d = match(v, '^(%d+):(%d+):(%d+)$')
+      a, b, d = num(a), num(b), num(d)
+      if a and b and d then q.idx, q.cur, q.prev = a, b, d else drop(c, q.k) end
+    end
+  end,
+  prepare = function(c, q)
+    local w = q.w
+    local widx = idiv(c.now, w)
+    if q.idx == nil or q.idx < widx - 1 then
+      q.idx, q.cur, q.prev = widx, 0, 0
+    elseif q.idx == widx - 1 then
+      q.idx, q.cur, q.prev = widx, 0, q.cur
+    elseif q.idx > widx and q.idx * w - c.now > TOL then
+      -- The clock stepped back: move the counts to now's window.
+      q.idx = widx
+      if not c.ro then counterSet(c, q) end
+    end
+    q.start = q.idx * w
+    q.lend = q.start + w -- a lease ends with the window it counts in
+  end,
+  decide = function(c, q, cost)
+    local limit = q.limit
+    local u = used(c, q)
+    local reset = counterReset(c, q, u)
+    if u + cost <= limit then return true, max(limit - u, 0), 0, reset, limit - u - cost end
+    return false, max(limit - u, 0), counterWait(c, q, limit, cost), reset, -1
+  end,
+  record = function(c, q, n, extra)
+    q.cur = q.cur + n + extra
+    counterSet(c, q)
+    local mark = nil
+    if extra > 0 then mark = q.idx end
+    local u = used(c, q)
+    return max(q.limit - u, 0), counterReset(c, q, u), mark
+  end,
+  refund = function(c, q, cost, t)
+    if t >= q.start then
+      q.cur = q.cur - min(cost, q.cur)
+    elseif t >= q.start - q.w then
+      q.prev = q.prev - min(cost, q.prev)
+    else
+      return
+    end
+    if q.cur == 0 and q.prev == 0 then redis.call('UNLINK', q.k) else counterSet(c, q) end
+  end,
+  release = function(c, q, unused)
+    if q.mark then A.c.refund(c, q, unused, q.mark * q.w) end
+  end,
+}
+
+-- A calendar period's bounds come from the caller, who knows the time
+-- zone: the period around its clock and the next. The server's clock
+-- picks one: the next period once it has begun.
+A.p = {
+  load = function(c, q)
+    local v = redis.pcall('GET', q.k)
+    if type(v) == 'table' then drop(c, q.k) elseif v then
+      local a, b = match(v, '^(%d+):(%d+)$')
+      q.start, q.n = num(a), num(b)
+      if not (q.start and q.n) then q.start, q.n = nil, nil; drop(c, q.k) end
+    end
+  end,
+  prepare = function(c, q)
+    local s, e = q.pstart, q.pend
+    if c.now >= e then s, e = e, q.pnext end
+    if q.start == nil or q.start < s then q.start, q.n = s, 0 end
+    q.pend = e
+    q.lend = e
+    q.w = e - q.start
+  end,
+  decide = function(c, q, cost)
+    local limit, now = q.limit, c.now
+    local reset = 0
+    if q.n > 0 then reset = q.pend - now end
+    if q.n + cost <= limit then return true, limit - q.n, 0, reset, limit - q.n - cost end
+    return false, max(limit - q.n, 0), q.pend - now, reset, -1
+  end,
+  record = function(c, q, n, extra)
+    q.n = q.n + n + extra
+    redis.call('SET', q.k, dec(q.start) .. ':' .. dec(q.n), 'PX', ttl(c, q.pend))
+    local mark = nil
+    if extra > 0 then mark = q.start end
+    return max(q.limit - q.n, 0), q.pend - c.now, mark
+  end,
+  refund = function(c, q, cost, t)
+    if t < q.start or q.n == 0 then return end
+    q.n = q.n - min(cost, q.n)
+    if q.n == 0 then redis.call('UNLINK', q.k) else redis.call('SET', q.k, dec(q.start) .. ':' .. dec(q.n), 'PX', ttl(c, q.pend)) end
+  end,
+  release = function(c, q, unused)
+    if q.mark and q.mark == q.start then A.p.refund(c, q, unused, q.start) end
+  end,
+}
+
+-- run loads and prepares every policy of c and runs fn, starting over
+-- without any log found holding a bad instant (which is dropped).
+local function run(c, fn)
+  while true do
+    local ok, res = pcall(function()
+      for _, q in ipairs(c.p) do
+        if c.bad[q.k] then q.n, q.off, q.tat, q.idx, q.start = 0, 0, nil, nil, nil else A[q.algo].load(c, q) end
+        A[q.algo].prepare(c, q)
+      end
+      return fn()
+    end)
+    if ok then return res end
+    if type(res) ~= 'table' or not res.bad then error(res) end
+    drop(c, res.bad)
+  end
+end
+
+-- LEASE: the longest a lease lasts, in µs. Replaced by library.go.
+local LEASE = 50000
+
+-- take decides cost more requests for every policy and records them in
+-- all of them if all allow it, with a lease of up to ARGV[4] more slots
+-- when every policy has room for it. Reply: {now, allowed, r1, policy,
+-- remaining, retry, reset, lease slots, lease end, then each policy's
+-- lease mark}: policy is the index (from 1) of the one reported, the
+-- tightest, as ratelimit.Store describes it; r1 is 0 unless the set
+-- refuses and would refuse a request of cost 1 now too: then the time
+-- until one would fit, for the refusal cache.
+local function take(keys, args)
+  local c = context(keys, args, false)
+  local cost, want = c.cost, tonumber(args[4])
+  return run(c, function()
+    local v = {}
+    local allowed, room = true, nil
+    for i, q in ipairs(c.p) do
+      local ok, rem, retry, reset, r = A[q.algo].decide(c, q, cost)
+      v[i] = {ok, rem, retry, reset}
+      if not ok then allowed = false end
+      room = min(room or r, r)
+    end
+    if not allowed then
+      local best, r1 = nil, 0
+      for i, q in ipairs(c.p) do
+        local x = v[i]
+        if not x[1] and (best == nil or x[3] > v[best][3]) then best = i end
+        local ok, retry = x[1], x[3]
+        if cost > 1 then
+          local o, _, r = A[q.algo].decide(c, q, 1)
+          ok, retry = o, r
+        end
+        if not ok then r1 = max(r1, retry) end
+      end
+      local x = v[best]
+      return {c.now, 0, r1, best, x[2], x[3], x[4], 0, 0}
+    end
+    -- A lease takes at most an eighth of what is left after the request,
+    -- so that near the limit it shrinks to nothing, and ends in time for
+    -- every window it counts in.
+    local extra, lend = min(want, floor(room / 8)), c.now + LEASE
+    for _, q in ipairs(c.p) do
+      if q.lend then lend = min(lend, q.lend) end
+    end
+    if extra < 2 or lend - c.now < LEASE / 2 then extra = 0 end
+    local out = {c.now, 1, 0, 0, 0, 0, 0, extra, 0}
+    local best
+    for i, q in ipairs(c.p) do
+      local rem, reset, mark = A[q.algo].record(c, q, cost, extra, lend)
+      if best == nil or rem < out[5] or (rem == out[5] and reset > out[7]) then
+        best, out[5], out[7] = i, rem, reset
+      end
+      out[9 + i] = mark or 0
+    end
+    out[4] = best
+    if extra > 0 then out[9] = lend end
+    return out
+  end)
+end
+
+-- peek reports, without writing anything, whether one more request would
+-- fit now: {now, allowed, policy, remaining, retry, reset}.
+local function peek(keys, args)
+  local c = context(keys, args, true)
+  return run(c, function()
+    local best, bv = nil, nil
+    for i, q in ipairs(c.p) do
+      local ok, rem, retry, reset = A[q.algo].decide(c, q, 1)
+      local x = {ok, rem, retry, reset}
+      local tighter = bv == nil
+      if not tighter then
+        if ok ~= bv[1] then tighter = not ok
+        elseif not ok then tighter = retry > bv[3]
+        elseif rem ~= bv[2] then tighter = rem < bv[2]
+        else tighter = reset > bv[4] end
+      end
+      if tighter then best, bv = i, x end
+    end
+    return {c.now, bv[1] and 1 or 0, best, bv[2], bv[3], bv[4]}
+  end)
+end
+
+-- since reports whether requests counted at t may still be taken back: no
+-- Reset of the client's set has come since (the marker holds the instant
+-- of the latest).
+local function since(c, t)
+  local m = redis.pcall('GET', c.marker)
+  local reset = type(m) == 'string' and tonumber(m)
+  return not reset or t > reset
+end
+
+-- refund takes back cost requests counted at the instant ARGV[4] from
+-- every policy whose window still holds it, unless the client was Reset
+-- since. Reply: {now}.
+local function refund(keys, args)
+  local c = context(keys, args, false)
+  local t = tonumber(args[4])
+  if not since(c, t) then return {c.now} end
+  return run(c, function()
+    for _, q in ipairs(c.p) do
+      if t <= c.now and (q.algo == 'p' or t > c.now - q.w) then A[q.algo].refund(c, q, c.cost, t) end
+    end
+    return {c.now}
+  end)
+end
+
+-- release gives back the ARGV[5] unused slots of a lease granted at
+-- ARGV[4], by each policy's mark, unless the client was Reset since.
+-- Reply: {now}.
+local function release(keys, args)
+  local c = context(keys, args, false)
+  if not since(c, tonumber(args[4])) then return {c.now} end
+  local unused = tonumber(args[5])
+  return run(c, function()
+    for _, q in ipairs(c.p) do A[q.algo].release(c, q, unused) end
+    return {c.now}
+  end)
+end
+
+-- reset forgets the client's state under every policy of the set and
+-- notes the instant in the marker key, which outlives every window of the
+-- set: a refund of a request counted until then changes nothing. Reply:
+-- {now}.
+local function reset(keys, args)
+  local c = context(keys, args, false)
+  local keep = 0
+  for _, q in ipairs(c.p) do
+    redis.call('UNLINK', q.k)
+    local w = q.w or (q.pnext - q.pstart)
+    keep = max(keep, w, q.limit * idiv(w + q.limit - 1, q.limit))
+  end
+  redis.call('SET', c.marker, dec(c.now), 'PX', ttl(c, c.now + keep))
+  return {c.now}
+end
+
+redis.register_function('ratelimit_take_v2', take)
+redis.register_function{function_name = 'ratelimit_peek_v2', callback = peek, flags = {'no-writes'}}
+redis.register_function('ratelimit_refund_v2', refund)
+redis.register_function('ratelimit_release_v2', release)
+redis.register_function('ratelimit_reset_v2', reset)
