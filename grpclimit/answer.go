@@ -25,7 +25,7 @@ const pushbackKey = "grpc-retry-pushback-ms"
 // quotaMetadata returns the rate-limit headers the limiter sends over HTTP
 // for d, as metadata under the same names in lower case ("ratelimit",
 // "ratelimit-policy", "x-ratelimit-limit", ...), or nil when there are
-// none (the store did not decide, or WithHeaders(HeadersNone)).
+// none (the store did not decide, or WithHeaders(0)).
 func quotaMetadata(l *ratelimit.Limiter, d ratelimit.Decision) metadata.MD {
 	h := make(http.Header, 6)
 	l.SetHeaders(h, d)
@@ -69,15 +69,9 @@ func refusal(l *ratelimit.Limiter, d ratelimit.Decision) (*status.Status, metada
 	}
 	md[pushbackKey] = []string{strconv.FormatInt(wait, 10)}
 
-	desc := "at most " + strconv.Itoa(res.Limit) + " per window"
-	set := d.PolicySet()
-	for i := range set.Len() {
-		if p := set.At(i); p.Name == res.Policy {
-			// Whole seconds rounded up, as RateLimit-Policy's w.
-			w := (p.Window + time.Second - 1) / time.Second
-			desc = "at most " + strconv.Itoa(res.Limit) + " in any " + strconv.FormatInt(int64(w), 10) + " s window"
-		}
-	}
+	// Whole seconds rounded up, as RateLimit-Policy's w.
+	w := (res.Window + time.Second - 1) / time.Second
+	desc := "at most " + strconv.Itoa(res.Limit) + " in any " + strconv.FormatInt(int64(w), 10) + " s window"
 	delay := time.Duration(wait) * time.Millisecond
 	st := withDetails(status.New(codes.ResourceExhausted, "rate limit exceeded: retry in "+delay.String()),
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)},

@@ -1,6 +1,6 @@
 // Package grpclimit rate-limits gRPC servers with a ratelimit.Limiter:
 // the Limiter that limits HTTP requests limits gRPC calls too, with the
-// same KeyFunc, policies, options and store (Redis included), so that one
+// same Keyer, policies, options and store (Redis included), so that one
 // client's HTTP requests and gRPC calls can share one count.
 //
 //	l, err := ratelimit.New(100, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
@@ -18,7 +18,8 @@
 //
 //   - KeyByIP reads the peer's address (peer.FromContext) as RemoteAddr,
 //     with the same rules: forwarding metadata such as x-forwarded-for is
-//     ignored unless TrustProxies or TrustedHops says the peer is a proxy,
+//     ignored unless the IPConfig's TrustProxies or TrustedHops says the
+//     peer is a proxy,
 //     and IPv6 clients are grouped by /64. Key "ip:192.0.2.7". A peer that
 //     is not an IP address (a Unix socket, bufconn) has no key.
 //   - KeyByHeader("X-API-Key") reads the metadata "x-api-key": metadata
@@ -34,9 +35,12 @@
 //
 // The keys carry the same kind prefixes as over HTTP, so an HTTP request
 // and a gRPC call with the same API key count against one quota when one
-// Limiter serves both. WithSkip, WithCost, WithPlans and the hooks receive
-// the request too: its URL's path is the full method, its Header the
-// metadata, and its context the call's.
+// Limiter serves both. WithSkip, WithCost and the hooks receive the
+// request too: its URL's path is the full method, its Header the
+// metadata, and its context the call's, in which grpc.Method names the
+// method. For a limit per method, key by the route too (ratelimit.KeyJoin
+// with ratelimit.KeyByRoute) and give each method's keys their policies
+// with ratelimit.WithLimits.
 //
 // # What the client sees
 //
@@ -68,7 +72,7 @@
 //   - no usable key, or an invalid cost (Reject): by the KeyError's HTTP
 //     status, 401 as UNAUTHENTICATED (its challenge as www-authenticate
 //     metadata), 403 as PERMISSION_DENIED, 400, 413 and 431 as
-//     INVALID_ARGUMENT, 500 (a misconfigured KeyFunc) as INTERNAL; a cost
+//     INVALID_ARGUMENT, 500 (a misconfigured Keyer) as INTERNAL; a cost
 //     above a policy's limit is INVALID_ARGUMENT, not RESOURCE_EXHAUSTED,
 //     since no wait can make it fit and clients retry RESOURCE_EXHAUSTED;
 //   - the store could not decide (Fail): UNAVAILABLE with a RetryInfo and

@@ -162,13 +162,13 @@ func TestSharedWithHTTP(t *testing.T) {
 // client sent and nothing of the server's internals.
 func TestRejections(t *testing.T) {
 	const secret = "s3cr3t-internal-detail"
-	keyErr := func(code int, msg string) ratelimit.KeyFunc {
-		return func(*http.Request) (string, error) { return "", &ratelimit.KeyError{Status: code, Message: msg} }
+	keyErr := func(code int, msg string) ratelimit.Keyer {
+		return ratelimit.KeyFunc(func(*http.Request) (string, error) { return "", &ratelimit.KeyError{Status: code, Message: msg} })
 	}
 	noID := func(context.Context) (string, bool) { return "", false }
 	tests := []struct {
 		name    string
-		key     ratelimit.KeyFunc
+		key     ratelimit.Keyer
 		opts    []ratelimit.Option
 		md      []string // outgoing metadata pairs
 		code    codes.Code
@@ -177,7 +177,7 @@ func TestRejections(t *testing.T) {
 	}{
 		{name: "missing API key", key: ratelimit.KeyByHeader("X-API-Key"),
 			code: codes.InvalidArgument, msg: "missing X-API-Key header"},
-		{name: "API key too long", key: ratelimit.KeyByHeader("X-API-Key"), md: []string{"x-api-key", secret + strings.Repeat("k", ratelimit.MaxKeyLen)},
+		{name: "API key too long", key: ratelimit.KeyByHeader("X-API-Key"), md: []string{"x-api-key", secret + strings.Repeat("k", 256)},
 			code: codes.InvalidArgument, msg: "X-API-Key is too long"},
 		{name: "no identity in the context", key: ratelimit.KeyByContext(noID),
 			code: codes.Unauthenticated, msg: "authentication required"},
@@ -189,8 +189,8 @@ func TestRejections(t *testing.T) {
 			code: codes.Internal, msg: "rate-limit key misconfigured"},
 		{name: "no client address (bufconn)", key: ratelimit.KeyByIP(),
 			code: codes.InvalidArgument, msg: "no client address"},
-		{name: "error that is not a KeyError", key: func(*http.Request) (string, error) { return "", errors.New(secret) },
-			code: codes.InvalidArgument, msg: "the call carries no rate-limit key"},
+		{name: "error that is not a KeyError", key: ratelimit.KeyFunc(func(*http.Request) (string, error) { return "", errors.New(secret) }),
+			code: codes.InvalidArgument, msg: "the request carries no rate-limit key"},
 		{name: "cost above the limit", key: ratelimit.KeyByHeader("X-API-Key"), md: []string{"x-api-key", "alice"},
 			opts: []ratelimit.Option{ratelimit.WithCost(func(*http.Request) int { return 4 })},
 			code: codes.InvalidArgument, msg: "the request costs more than the rate limit allows in a window"},
@@ -230,7 +230,7 @@ func TestRejections(t *testing.T) {
 
 // failingStore fails every decision with an error that must not reach
 // clients.
-type failingStore struct{}
+type failingStore struct{ ratelimit.Store } // only Take is called
 
 func (failingStore) Take(context.Context, string, ratelimit.PolicySet, int) (ratelimit.Result, error) {
 	return ratelimit.Result{}, errors.New("redis: dial 10.0.0.7:6379: s3cr3t")
@@ -295,11 +295,11 @@ func TestDryRun(t *testing.T) {
 func TestSkipAndMethod(t *testing.T) {
 	var keys []string
 	route := ratelimit.KeyByRoute()
-	l := newLimiter(t, 1, time.Minute, func(r *http.Request) (string, error) {
-		k, err := route(r)
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyFunc(func(r *http.Request) (string, error) {
+		k, err := route.Key(r)
 		keys = append(keys, k) // one call at a time
 		return k, err
-	}, ratelimit.WithSkip(func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/grpc.health.v1.Health/") }))
+	}), ratelimit.WithSkip(func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/grpc.health.v1.Health/") }))
 	cc := server{l: l}.serveBufconn(t)
 
 	hc := healthpb.NewHealthClient(cc)
@@ -355,10 +355,10 @@ func TestHeadersOption(t *testing.T) {
 		set  ratelimit.HeaderSet
 		want []string
 	}{
-		{ratelimit.HeadersBoth, []string{"ratelimit", "ratelimit-policy", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"}},
+		{ratelimit.HeadersLegacy | ratelimit.HeadersIETF, []string{"ratelimit", "ratelimit-policy", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"}},
 		{ratelimit.HeadersIETF, []string{"ratelimit", "ratelimit-policy"}},
 		{ratelimit.HeadersLegacy, []string{"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"}},
-		{ratelimit.HeadersNone, nil},
+		{0, nil},
 	}
 	all := []string{"ratelimit", "ratelimit-policy", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"}
 	for _, tc := range tests {
@@ -380,16 +380,18 @@ func TestHeadersOption(t *testing.T) {
 	}
 }
 
-// TestPlansByMethod gives each method its own plan, chosen from the
-// request's path, which is the call's full method.
-func TestPlansByMethod(t *testing.T) {
-	l := newLimiter(t, 3, time.Minute, ratelimit.KeyByHeader("X-API-Key"), frozen,
-		ratelimit.WithPlans(func(r *http.Request, _ string) string {
-			if r.URL.Path == sayMethod {
-				return "say"
-			}
-			return ""
-		}, map[string][]ratelimit.Policy{"say": {{Name: "say", Limit: 1, Window: time.Second}}}))
+// TestLimitsByMethod gives a method its own limit: the key names the
+// method (the request's route is the call's full method), and the lookup
+// gives the key of that method its policy.
+func TestLimitsByMethod(t *testing.T) {
+	lookup := func(_ context.Context, key string) ([]ratelimit.Policy, error) {
+		if strings.HasSuffix(key, "|route:"+sayMethod) {
+			return []ratelimit.Policy{{Name: "say", Limit: 1, Window: time.Second}}, nil
+		}
+		return nil, nil
+	}
+	l := newLimiter(t, 3, time.Minute, ratelimit.KeyJoin(ratelimit.KeyByHeader("X-API-Key"), ratelimit.KeyByRoute()), frozen,
+		ratelimit.WithLimits(lookup, time.Minute))
 	cc := server{l: l}.serveBufconn(t)
 	ctx := withKey(context.Background(), "alice")
 
@@ -398,14 +400,14 @@ func TestPlansByMethod(t *testing.T) {
 		t.Fatalf("first Say: %v", err)
 	}
 	if got := header.Get("ratelimit-policy"); len(got) != 1 || got[0] != `"say";q=1;w=1` {
-		t.Errorf("Say's ratelimit-policy %q, want the say plan's", got)
+		t.Errorf("Say's ratelimit-policy %q, want the say policy", got)
 	}
 	_, err := say(ctx, cc, "hi")
 	if _, qf := refusalDetails(status.Convert(err)); qf == nil || qf.GetViolations()[0].GetDescription() != "at most 1 in any 1 s window" {
-		t.Errorf("second Say: %v with QuotaFailure %v, want refused by the say plan's policy", err, qf)
+		t.Errorf("second Say: %v with QuotaFailure %v, want refused by the say policy", err, qf)
 	}
 	hc := healthpb.NewHealthClient(cc)
 	if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		t.Errorf("health check on the default plan: %v, want OK", err)
+		t.Errorf("health check on the default policy: %v, want OK", err)
 	}
 }

@@ -22,14 +22,14 @@ type recorder struct {
 	keys []string
 }
 
-func (rec *recorder) wrap(k ratelimit.KeyFunc) ratelimit.KeyFunc {
-	return func(r *http.Request) (string, error) {
-		key, err := k(r)
+func (rec *recorder) wrap(k ratelimit.Keyer) ratelimit.Keyer {
+	return ratelimit.KeyFunc(func(r *http.Request) (string, error) {
+		key, err := k.Key(r)
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		rec.keys = append(rec.keys, key)
 		return key, err
-	}
+	})
 }
 
 func (rec *recorder) last() string {
@@ -46,11 +46,11 @@ func (rec *recorder) last() string {
 // rules as over HTTP, so spoofed x-forwarded-for is ignored unless the
 // peer is a trusted proxy.
 func TestPeerKeys(t *testing.T) {
-	loopback4 := ratelimit.TrustProxies(netip.MustParsePrefix("127.0.0.1/32"))
+	loopback4 := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 	tests := []struct {
 		name    string
 		network string
-		key     ratelimit.KeyFunc
+		key     ratelimit.Keyer
 		md      []string
 		want    string
 	}{
@@ -59,20 +59,20 @@ func TestPeerKeys(t *testing.T) {
 			md: []string{"x-forwarded-for", "203.0.113.9"}, want: "ip:127.0.0.1"},
 		{name: "spoofed x-real-ip and forwarded, no trusted proxy", network: "tcp4", key: ratelimit.KeyByIP(),
 			md: []string{"x-real-ip", "203.0.113.9", "forwarded", "for=203.0.113.9"}, want: "ip:127.0.0.1"},
-		{name: "trusted proxy", network: "tcp4", key: ratelimit.KeyByIP(loopback4),
+		{name: "trusted proxy", network: "tcp4", key: ratelimit.KeyByIP(ratelimit.IPConfig{TrustProxies: loopback4}),
 			md: []string{"x-forwarded-for", "203.0.113.9"}, want: "ip:203.0.113.9"},
-		{name: "trusted proxy, client's own entry on the left ignored", network: "tcp4", key: ratelimit.KeyByIP(loopback4),
+		{name: "trusted proxy, client's own entry on the left ignored", network: "tcp4", key: ratelimit.KeyByIP(ratelimit.IPConfig{TrustProxies: loopback4}),
 			md: []string{"x-forwarded-for", "192.0.2.66", "x-forwarded-for", "203.0.113.9"}, want: "ip:203.0.113.9"},
-		{name: "trusted proxy, IPv6 client grouped by /64", network: "tcp4", key: ratelimit.KeyByIP(loopback4),
+		{name: "trusted proxy, IPv6 client grouped by /64", network: "tcp4", key: ratelimit.KeyByIP(ratelimit.IPConfig{TrustProxies: loopback4}),
 			md: []string{"x-forwarded-for", "2001:db8:1:2::7"}, want: "ip:2001:db8:1:2::/64"},
-		{name: "trusted proxy, X-Real-IP", network: "tcp4", key: ratelimit.KeyByIP(loopback4, ratelimit.FromHeader("X-Real-IP")),
+		{name: "trusted proxy, X-Real-IP", network: "tcp4", key: ratelimit.KeyByIP(ratelimit.IPConfig{TrustProxies: loopback4, Header: "X-Real-IP"}),
 			md: []string{"x-real-ip", "203.0.113.10", "x-forwarded-for", "192.0.2.1"}, want: "ip:203.0.113.10"},
-		{name: "trusted hops", network: "tcp4", key: ratelimit.KeyByIP(ratelimit.TrustedHops(1)),
+		{name: "trusted hops", network: "tcp4", key: ratelimit.KeyByIP(ratelimit.IPConfig{TrustedHops: 1}),
 			md: []string{"x-forwarded-for", "203.0.113.5"}, want: "ip:203.0.113.5"},
-		{name: "trusted proxy, no header", network: "tcp4", key: ratelimit.KeyByIP(loopback4), want: "ip:127.0.0.1"},
+		{name: "trusted proxy, no header", network: "tcp4", key: ratelimit.KeyByIP(ratelimit.IPConfig{TrustProxies: loopback4}), want: "ip:127.0.0.1"},
 		{name: "IPv6 peer grouped by /64", network: "tcp6", key: ratelimit.KeyByIP(),
 			md: []string{"x-forwarded-for", "203.0.113.9"}, want: "ip:::/64"},
-		{name: "IPv6 peer alone", network: "tcp6", key: ratelimit.KeyByIP(ratelimit.GroupIPv6(128)), want: "ip:::1"},
+		{name: "IPv6 peer alone", network: "tcp6", key: ratelimit.KeyByIP(ratelimit.IPConfig{IPv6Bits: 128}), want: "ip:::1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -167,7 +167,7 @@ func (s server) serveTCP(t *testing.T, network string, dialOpts ...grpc.DialOpti
 }
 
 // newLimiter returns a limiter closed when the test ends.
-func newLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.KeyFunc, opts ...ratelimit.Option) *ratelimit.Limiter {
+func newLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.Keyer, opts ...ratelimit.Option) *ratelimit.Limiter {
 	t.Helper()
 	l, err := ratelimit.New(limit, window, key, opts...)
 	if err != nil {

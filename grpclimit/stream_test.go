@@ -193,10 +193,10 @@ func TestStreamHandlerErrorStaysTrailersOnly(t *testing.T) {
 func TestStreamDecidesEachMessageWithTheCall(t *testing.T) {
 	var paths []string
 	key := ratelimit.KeyByHeader("X-API-Key")
-	l := newLimiter(t, 10, time.Minute, func(r *http.Request) (string, error) {
+	l := newLimiter(t, 10, time.Minute, ratelimit.KeyFunc(func(r *http.Request) (string, error) {
 		paths = append(paths, r.URL.Path) // one message at a time
-		return key(r)
-	}, frozen)
+		return key.Key(r)
+	}), frozen)
 	cc := server{l: l, streamOpts: []grpclimit.StreamOption{grpclimit.CountMessages()}}.serveBufconn(t)
 	cs := chat(t, cc, "alice")
 	for range 2 {
