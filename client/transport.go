@@ -1,0 +1,208 @@
+package client
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Transport is an http.RoundTripper that paces the requests it sends by
+// what the servers' rate-limit headers say: before each request it waits
+// until the request fits what the server last said was left (see the
+// package documentation).
+//
+// The zero Transport is ready to use: it sends through
+// http.DefaultTransport, keeps every origin's requests in one partition
+// and retries nothing. A Transport is safe for simultaneous use by
+// multiple goroutines, and must not be copied after its first use; share
+// one among the goroutines that spend a quota, or they cannot pace each
+// other.
+type Transport struct {
+	// Base sends the requests. If nil, http.DefaultTransport is used.
+	Base http.RoundTripper
+
+	// Partition, if set, names the quota a request spends among the
+	// requests to its origin, for a client that calls a server on behalf
+	// of several users that each have a quota of their own: return what
+	// tells them apart (a user or tenant ID, say). Requests of different
+	// partitions are paced apart. If nil, the requests to an origin share
+	// its quotas, and one user's spent quota holds up the others. It must
+	// be fast and safe for simultaneous use.
+	Partition func(r *http.Request) string
+
+	// MaxRetries is how many times a refused request is sent again: one
+	// answered 429 Too Many Requests, or 503 Service Unavailable with a
+	// Retry-After, whose answer says when to come back (a Retry-After, or
+	// a quota with nothing left and its reset). The server did nothing
+	// with a refused request, so it is retried if it can be sent again as
+	// it was: if its body can be replayed (Request.GetBody), whatever its
+	// method, or if it has no body and an idempotent method (GET, HEAD,
+	// OPTIONS, TRACE, PUT, DELETE). It is not retried when the wait would
+	// end at or after its context's deadline: the refusal is returned
+	// then. Each retry waits as a new request does, and the body of the
+	// refusal it replaces is read (up to 4 KiB) and closed. The last
+	// refusal is returned as it came. 0, the default, retries nothing.
+	MaxRetries int
+
+	servers servers
+}
+
+// RoundTrip implements http.RoundTripper. It waits until req fits the
+// quotas its server last reported, sends it through Base, learns what the
+// answer says, and may send it again (MaxRetries). A wait for a reset at
+// or after the deadline of req's context is not begun: RoundTrip returns
+// at once with an error that matches context.DeadlineExceeded
+// (errors.Is). If the context is done while it waits, it returns the
+// context's error. Either way it closes req's body, as a RoundTripper
+// must.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.base()
+	k := serverKey{scheme: req.URL.Scheme, host: strings.ToLower(req.URL.Host)}
+	if t.Partition != nil {
+		k.partition = t.Partition(req)
+	}
+	s := t.servers.get(k)
+	r := req
+	for attempt := 0; ; attempt++ {
+		var rep report
+		resp, now, err := send(base, s, r, &rep)
+		if err != nil {
+			return nil, err
+		}
+		next := t.again(req, resp, &rep, attempt, now)
+		if next == nil {
+			return resp, nil
+		}
+		// Read a little of the body, so that the connection may be
+		// reused, and no more: a refusal's body is the server's to size.
+		io.CopyN(io.Discard, resp.Body, 4<<10)
+		resp.Body.Close()
+		r = next
+	}
+}
+
+// send makes one attempt at r on s: it waits until r fits s's quotas,
+// sends it through base, and settles it on s with what the answer says,
+// which it reads into rep. It returns the answer and the instant it came,
+// or the error of the wait or of base. It exists so that RoundTrip reads
+// as a loop of attempts, and so that every attempt, first or retry, is
+// reserved and settled alike.
+func send(base http.RoundTripper, s *server, r *http.Request, rep *report) (*http.Response, time.Time, error) {
+	probe, err := s.reserve(r.Context())
+	if err != nil {
+		// A RoundTripper closes the body of the request it was given,
+		// even on errors; a retry's body is its own.
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, time.Time{}, err
+	}
+	resp, err := base.RoundTrip(r)
+	now := time.Now()
+	o := outcome{probe: probe, rep: rep}
+	if err == nil {
+		readReport(rep, resp.StatusCode, resp.Header, now)
+		// A cache's answer is not the server's: it neither spent
+		// quota nor says what came back after a reset.
+		o.answered = !rep.cached
+		o.free = rep.cached || resp.StatusCode == http.StatusTooManyRequests
+	}
+	s.settle(o, now)
+	if err != nil {
+		return nil, now, err
+	}
+	return resp, now, nil
+}
+
+// again returns the request to send after resp, the answer at now to
+// attempt number attempt at req, or nil when resp is to be returned: when
+// the retries are used up, the refusal is not one to retry (see
+// MaxRetries), its wait would end at or after the deadline of req's
+// context, or req's body cannot be had again. It owns every rule of
+// whether to retry, so that RoundTrip only acts on its answer.
+func (t *Transport) again(req *http.Request, resp *http.Response, rep *report, attempt int, now time.Time) *http.Request {
+	if attempt >= t.MaxRetries || !retryable(req, resp.StatusCode, rep) {
+		return nil
+	}
+	wait, ok := rep.wait()
+	if !ok {
+		return nil
+	}
+	if dl, ok := req.Context().Deadline(); ok && !dl.After(now.Add(wait)) {
+		return nil
+	}
+	next, err := replay(req)
+	if err != nil {
+		return nil
+	}
+	return next
+}
+
+// CloseIdleConnections closes the idle connections of Base, if it has
+// a CloseIdleConnections method, as http.Client.CloseIdleConnections
+// expects of a transport.
+func (t *Transport) CloseIdleConnections() {
+	type closeIdler interface{ CloseIdleConnections() }
+	if c, ok := t.base().(closeIdler); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// base returns the RoundTripper that sends the requests: Base, or
+// http.DefaultTransport when it is nil.
+func (t *Transport) base() http.RoundTripper {
+	if t.Base == nil {
+		return http.DefaultTransport
+	}
+	return t.Base
+}
+
+// retryable reports whether a request answered with status may be sent
+// again: the server refused it, so it did nothing, and it can be sent
+// again as it was.
+func retryable(req *http.Request, status int, rep *report) bool {
+	switch {
+	case status == http.StatusTooManyRequests:
+	case status == http.StatusServiceUnavailable && rep.retryAfter >= 0:
+	default:
+		return false
+	}
+	if req.GetBody != nil {
+		return true
+	}
+	if req.Body != nil && req.Body != http.NoBody {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// wait returns the longest wait the report asks for, from its Retry-After
+// and its spent quotas' resets, or false if it asks for none.
+func (r *report) wait() (time.Duration, bool) {
+	var w time.Duration
+	ok := false
+	for _, f := range r.figs[:r.n] {
+		if f.remaining == 0 {
+			w, ok = max(w, f.reset), true
+		}
+	}
+	return w, ok
+}
+
+// replay returns a copy of req to send again, with a new body.
+func replay(req *http.Request) (*http.Request, error) {
+	r := req.Clone(req.Context())
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = body
+	}
+	return r, nil
+}

@@ -1,0 +1,711 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/client"
+)
+
+// inMemory is a Base that serves each request with a handler in memory,
+// so that a test inside a synctest bubble never touches the network (a
+// goroutine blocked on network I/O is not durably blocked, and fake time
+// would not move).
+type inMemory struct {
+	h http.Handler
+	// latency, if set, is how long (in the bubble's fake time) a request
+	// takes to reach the handler: it keeps many requests in flight at
+	// once, as a network does, where an instant answer would let each
+	// goroutine in turn see the figures of the one before.
+	latency time.Duration
+}
+
+func (m inMemory) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		defer r.Body.Close()
+	}
+	if m.latency > 0 {
+		time.Sleep(m.latency) // fake time: the trip, not a wait for the clock
+	}
+	rec := httptest.NewRecorder()
+	m.h.ServeHTTP(rec, r)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
+}
+
+// counting wraps a handler and counts the statuses it answers.
+type counting struct {
+	h        http.Handler
+	mu       sync.Mutex
+	statuses map[int]int
+}
+
+func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	c.h.ServeHTTP(rec, r)
+	c.mu.Lock()
+	if c.statuses == nil {
+		c.statuses = make(map[int]int)
+	}
+	c.statuses[rec.Code]++
+	c.mu.Unlock()
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
+}
+
+func (c *counting) count(status int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.statuses[status]
+}
+
+func (c *counting) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.statuses {
+		n += v
+	}
+	return n
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+
+// load is what a run of many goroutines through one Transport saw.
+type load struct {
+	served      int // 2xx answers
+	refused     int // 429 (or 403) answers, in all
+	lateRefused int // of them, to requests sent after the first answer came
+	errs        int // requests that ended with an error other than the deadline's
+}
+
+// run has n goroutines send requests through rt until ctx's deadline, and
+// counts what they got. A refusal counts as late when its request was
+// sent after any request of the run had been answered: from then on the
+// Transport knew the server's figures.
+func run(ctx context.Context, t *testing.T, rt http.RoundTripper, url string, n int) load {
+	t.Helper()
+	c := &http.Client{Transport: rt}
+	var answered atomic.Bool
+	var mu sync.Mutex
+	var got load
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				req.Header.Set("X-API-Key", "k")
+				late := answered.Load()
+				resp, err := c.Do(req)
+				if err != nil {
+					if !errors.Is(err, context.DeadlineExceeded) {
+						mu.Lock()
+						got.errs++
+						mu.Unlock()
+						t.Errorf("request: %v", err)
+					}
+					return
+				}
+				answered.Store(true)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				switch {
+				case resp.StatusCode < 300:
+					got.served++
+				case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusForbidden:
+					got.refused++
+					if late {
+						got.lateRefused++
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return got
+}
+
+// TestPacingMiddleware has 32 goroutines share one Transport against this
+// library's middleware (50 requests per 10 s, memory store) for 30 s of
+// fake time, with each header set the middleware can send, each
+// algorithm, and a second policy: they must spend at least 95% of the
+// quota, and meet no 429 once the server has answered once.
+func TestPacingMiddleware(t *testing.T) {
+	const limit, window, span = 50, 10 * time.Second, 30 * time.Second
+	windows := limit * int(span/window) // a window's quota, every window
+	for _, tt := range []struct {
+		name  string
+		opts  []ratelimit.Option
+		quota int // the most the server can serve in the span
+	}{
+		{"IETF and legacy", nil, windows},
+		{"IETF only", []ratelimit.Option{ratelimit.WithHeaders(ratelimit.HeadersIETF)}, windows},
+		{"legacy, reset in seconds", []ratelimit.Option{ratelimit.WithHeaders(ratelimit.HeadersLegacy)}, windows},
+		{"legacy, reset as a Unix time", []ratelimit.Option{ratelimit.WithHeaders(ratelimit.HeadersLegacy | ratelimit.HeadersUnixReset)}, windows},
+		// The server reports only the policy that binds tightest, which
+		// changes as the quotas are spent.
+		{"burst policy of 10 a second too", []ratelimit.Option{ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 10, Window: time.Second})}, windows},
+		{"sliding window counter", []ratelimit.Option{ratelimit.WithAlgorithm(ratelimit.SlidingWindowCounter)}, windows},
+		// A burst of the limit, then the refill: one every window/limit.
+		{"GCRA", []ratelimit.Option{ratelimit.WithAlgorithm(ratelimit.GCRA)}, limit + int(span/(window/limit))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l, err := ratelimit.New(limit, window, ratelimit.KeyByHeader("X-API-Key"), tt.opts...)
+				require.NoError(t, err)
+				defer l.Close()
+				srv := &counting{h: l.Handler(ok)}
+				ctx, cancel := context.WithTimeout(context.Background(), span)
+				defer cancel()
+
+				got := run(ctx, t, &client.Transport{Base: inMemory{h: srv, latency: 20 * time.Millisecond}}, "http://api.test/v1", 32)
+
+				t.Logf("served %d of a quota of %d (%.1f%%); refused %d, %d after the first answer",
+					got.served, tt.quota, 100*float64(got.served)/float64(tt.quota), got.refused, got.lateRefused)
+				assert.GreaterOrEqual(t, got.served, tt.quota*95/100, "requests served, want at least 95%% of the quota")
+				assert.LessOrEqual(t, got.served, tt.quota, "requests served, want at most the quota")
+				assert.Zero(t, got.lateRefused, "429s after the first answer")
+				assert.Equal(t, got.served, srv.count(http.StatusOK), "the server's count of requests served")
+				assert.Zero(t, got.errs, "requests failed")
+			})
+		})
+	}
+}
+
+// githubLike answers as GitHub's REST API does: a fixed window whose
+// X-RateLimit-Reset is its end as a Unix time, a Date header, and, once
+// the window is spent, a refusal with Retry-After.
+type githubLike struct {
+	limit  int
+	window int64 // seconds
+	status int   // of a refusal: 403 or 429
+	// spentHeaders says whether a refusal carries X-RateLimit-* too;
+	// GitHub's secondary limits send Retry-After alone.
+	spentHeaders bool
+
+	mu    sync.Mutex
+	epoch int64 // window the count is of
+	used  int
+}
+
+func (g *githubLike) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	g.mu.Lock()
+	if e := now.Unix() / g.window; e != g.epoch {
+		g.epoch, g.used = e, 0
+	}
+	reset := (g.epoch + 1) * g.window
+	allowed := g.used < g.limit
+	if allowed {
+		g.used++
+	}
+	remaining := g.limit - g.used
+	g.mu.Unlock()
+	h := w.Header()
+	h.Set("Date", now.UTC().Format(http.TimeFormat))
+	if allowed || g.spentHeaders {
+		h.Set("X-RateLimit-Limit", strconv.Itoa(g.limit))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+		h.Set("X-RateLimit-Resource", "core")
+	}
+	if !allowed {
+		h.Set("Retry-After", strconv.FormatInt(reset-now.Unix(), 10))
+		w.WriteHeader(g.status)
+		return
+	}
+	io.WriteString(w, "{}\n")
+}
+
+// TestPacingGitHubHeaders paces 32 goroutines against a server that sends
+// only GitHub's headers: X-RateLimit-Reset as a Unix time, Retry-After on
+// its refusals.
+func TestPacingGitHubHeaders(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		status       int
+		spentHeaders bool
+	}{
+		{"403 with X-RateLimit-*", http.StatusForbidden, true},
+		{"429 with X-RateLimit-*", http.StatusTooManyRequests, true},
+		{"429 with Retry-After only", http.StatusTooManyRequests, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const limit, span = 50, 30 * time.Second
+				gh := &githubLike{limit: limit, window: 10, status: tt.status, spentHeaders: tt.spentHeaders}
+				srv := &counting{h: gh}
+				ctx, cancel := context.WithTimeout(context.Background(), span)
+				defer cancel()
+
+				got := run(ctx, t, &client.Transport{Base: inMemory{h: srv, latency: 20 * time.Millisecond}}, "https://api.github.test/repos", 32)
+
+				quota := limit * 3
+				t.Logf("served %d of a quota of %d (%.1f%%); refused %d, %d after the first answer",
+					got.served, quota, 100*float64(got.served)/float64(quota), got.refused, got.lateRefused)
+				assert.GreaterOrEqual(t, got.served, quota*95/100, "requests served, want at least 95%% of the quota")
+				assert.Zero(t, got.lateRefused, "refusals after the first answer")
+				assert.Zero(t, srv.count(tt.status), "refusals the server sent")
+			})
+		})
+	}
+}
+
+// spend sends one request through tr and checks it was served.
+func spend(t *testing.T, tr http.RoundTripper, url string) {
+	t.Helper()
+	req := newRequest(t, context.Background(), http.MethodGet, url, nil)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "status of the request that spends the quota")
+}
+
+func newRequest(t *testing.T, ctx context.Context, method, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	require.NoError(t, err)
+	req.Header.Set("X-API-Key", "k")
+	return req
+}
+
+// TestWaitAndDeadline spends a quota of 1 a minute, then sends a request
+// whose context has a deadline: before the reset, it must return at once
+// with the deadline's error and not reach the server; after it, it must
+// wait until the reset and be served.
+func TestWaitAndDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		timeout  time.Duration
+		wantErr  error
+		wantWait time.Duration // how long RoundTrip takes, in fake time
+	}{
+		{"deadline before the reset", 5 * time.Second, context.DeadlineExceeded, 0},
+		{"deadline at the reset", time.Minute, context.DeadlineExceeded, 0},
+		{"deadline after the reset", 90 * time.Second, nil, time.Minute},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l, err := ratelimit.New(1, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
+				require.NoError(t, err)
+				defer l.Close()
+				srv := &counting{h: l.Handler(ok)}
+				tr := &client.Transport{Base: inMemory{h: srv}}
+				spend(t, tr, "http://api.test/")
+
+				ctx, cancel := context.WithTimeout(context.Background(), tt.timeout)
+				defer cancel()
+				body := &trackedBody{Reader: strings.NewReader("x")}
+				req := newRequest(t, ctx, http.MethodPut, "http://api.test/", body)
+				start := time.Now()
+				resp, err := tr.RoundTrip(req)
+				took := time.Since(start)
+
+				assert.Equal(t, tt.wantWait, took, "time RoundTrip took")
+				if tt.wantErr != nil {
+					assert.ErrorIs(t, err, tt.wantErr)
+					assert.Nil(t, resp, "response")
+					assert.Equal(t, 1, srv.total(), "requests the server saw")
+					assert.True(t, body.closed.Load(), "the request's body closed, as RoundTrip must")
+					return
+				}
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, http.StatusOK, resp.StatusCode, "status")
+				assert.Zero(t, srv.count(http.StatusTooManyRequests), "429s the server sent")
+			})
+		})
+	}
+}
+
+// TestWaitForAnswerEndsAtDeadline has a request wait for the answer of
+// one in flight, which holds the last request of the quota: a wait of no
+// known end, so it must go on until the request's deadline and end there
+// with the context's error, not when the answer comes.
+func TestWaitForAnswerEndsAtDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := ratelimit.New(2, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
+		require.NoError(t, err)
+		defer l.Close()
+		srv := &counting{h: l.Handler(ok)}
+		tr := &client.Transport{Base: inMemory{h: srv, latency: 10 * time.Second}}
+		spend(t, tr, "http://api.test/") // answered at 10 s: 1 left
+		inFlight := make(chan struct{})
+		go func() {
+			defer close(inFlight)
+			spend(t, tr, "http://api.test/") // answered at 20 s
+		}()
+		synctest.Wait()
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err = tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 5*time.Second, time.Since(start), "time RoundTrip took")
+		<-inFlight
+		assert.Equal(t, 2, srv.total(), "requests the server saw")
+	})
+}
+
+// TestWaitCanceled cancels the context of a request waiting for a reset:
+// it must return then, with the context's error.
+func TestWaitCanceled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := ratelimit.New(1, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
+		require.NoError(t, err)
+		defer l.Close()
+		tr := &client.Transport{Base: inMemory{h: l.Handler(ok)}}
+		spend(t, tr, "http://api.test/")
+
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(7*time.Second, cancel)
+		start := time.Now()
+		_, err = tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, 7*time.Second, time.Since(start), "time RoundTrip took")
+	})
+}
+
+// TestPartitions spends one partition's quota: the other's requests must
+// not wait for it, and the same partition's must.
+func TestPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := ratelimit.New(1, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
+		require.NoError(t, err)
+		defer l.Close()
+		tr := &client.Transport{
+			Base:      inMemory{h: l.Handler(ok)},
+			Partition: func(r *http.Request) string { return r.Header.Get("X-API-Key") },
+		}
+		send := func(key string) (time.Duration, int) {
+			req := newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)
+			req.Header.Set("X-API-Key", key)
+			start := time.Now()
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return time.Since(start), resp.StatusCode
+		}
+		for i, step := range []struct {
+			key    string
+			took   time.Duration
+			status int
+		}{
+			{"alice", 0, http.StatusOK},
+			{"bob", 0, http.StatusOK},
+			{"alice", time.Minute, http.StatusOK},
+			{"bob", 0, http.StatusOK}, // bob's reset came while alice waited
+		} {
+			took, status := send(step.key)
+			assert.Equal(t, step.took, took, "request %d (%s): time it took", i, step.key)
+			assert.Equal(t, step.status, status, "request %d (%s): status", i, step.key)
+		}
+	})
+}
+
+// refusing answers its first `refusals` requests with status and
+// Retry-After (and Date, at a fixed instant, when retryAt is an HTTP
+// date), and the others with 200.
+type refusing struct {
+	refusals   int
+	status     int
+	retryAfter func(now time.Time) string
+	extra      http.Header // more headers of a refusal
+
+	mu   sync.Mutex
+	seen []time.Time // when each request came
+}
+
+func (s *refusing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+	}
+	now := time.Now()
+	s.mu.Lock()
+	s.seen = append(s.seen, now)
+	n := len(s.seen)
+	s.mu.Unlock()
+	w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
+	if n <= s.refusals {
+		for k, v := range s.extra {
+			w.Header()[k] = v
+		}
+		w.Header().Set("Retry-After", s.retryAfter(now))
+		w.WriteHeader(s.status)
+		io.WriteString(w, "come back later\n")
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
+
+func (s *refusing) arrivals(start time.Time) []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d []time.Duration
+	for _, t := range s.seen {
+		d = append(d, t.Sub(start))
+	}
+	return d
+}
+
+func delaySeconds(s int) func(time.Time) string {
+	return func(time.Time) string { return strconv.Itoa(s) }
+}
+
+func httpDate(d time.Duration) func(time.Time) string {
+	return func(now time.Time) string { return now.Add(d).UTC().Format(http.TimeFormat) }
+}
+
+// TestRetryAfter checks that a Retry-After, in either form, holds back
+// the requests after a refusal until it has passed, and that a refused
+// request is retried then when MaxRetries allows and it can be replayed.
+func TestRetryAfter(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		status     int
+		refusals   int
+		retryAfter func(time.Time) string
+		extra      http.Header
+		maxRetries int
+		method     string
+		body       func() io.Reader // nil for none
+		getBody    bool             // NewRequest sets GetBody (a strings.Reader)
+		// want: the first RoundTrip's status, and when the server saw
+		// each request (a second RoundTrip follows when no retry does).
+		status1  int
+		arrivals []time.Duration
+	}{
+		{name: "delay seconds, no retry", status: 429, refusals: 1, retryAfter: delaySeconds(30), method: "GET",
+			status1: 429, arrivals: []time.Duration{0, 30 * time.Second}},
+		{name: "HTTP date, no retry", status: 429, refusals: 1, retryAfter: httpDate(30 * time.Second), method: "GET",
+			status1: 429, arrivals: []time.Duration{0, 30 * time.Second}},
+		{name: "HTTP date, GET retried", status: 429, refusals: 1, retryAfter: httpDate(30 * time.Second), maxRetries: 1, method: "GET",
+			status1: 200, arrivals: []time.Duration{0, 30 * time.Second}},
+		{name: "503, DELETE retried", status: 503, refusals: 1, retryAfter: delaySeconds(5), maxRetries: 1, method: "DELETE",
+			status1: 200, arrivals: []time.Duration{0, 5 * time.Second}},
+		{name: "PUT with GetBody retried twice", status: 429, refusals: 2, retryAfter: delaySeconds(2), maxRetries: 3, method: "PUT",
+			body: func() io.Reader { return strings.NewReader("v") }, getBody: true,
+			status1: 200, arrivals: []time.Duration{0, 2 * time.Second, 4 * time.Second}},
+		{name: "retries run out", status: 429, refusals: 3, retryAfter: delaySeconds(2), maxRetries: 1, method: "GET",
+			status1: 429, arrivals: []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second}},
+		{name: "POST with GetBody retried", status: 429, refusals: 1, retryAfter: delaySeconds(3), maxRetries: 1, method: "POST",
+			body: func() io.Reader { return strings.NewReader("v") }, getBody: true,
+			status1: 200, arrivals: []time.Duration{0, 3 * time.Second}},
+		{name: "POST without GetBody not retried", status: 429, refusals: 1, retryAfter: delaySeconds(3), maxRetries: 1, method: "POST",
+			body:    func() io.Reader { return io.MultiReader(strings.NewReader("v")) },
+			status1: 429, arrivals: []time.Duration{0, 3 * time.Second}},
+		{name: "POST without a body not retried", status: 429, refusals: 1, retryAfter: delaySeconds(3), maxRetries: 1, method: "POST",
+			status1: 429, arrivals: []time.Duration{0, 3 * time.Second}},
+		{name: "GET with a body without GetBody not retried", status: 429, refusals: 1, retryAfter: delaySeconds(3), maxRetries: 1, method: "GET",
+			body:    func() io.Reader { return io.MultiReader(strings.NewReader("v")) },
+			status1: 429, arrivals: []time.Duration{0, 3 * time.Second}},
+		{name: "503 without Retry-After not retried", status: 503, refusals: 1, retryAfter: func(time.Time) string { return "" }, maxRetries: 1, method: "GET",
+			status1: 503, arrivals: []time.Duration{0, 0}},
+		{name: "503 without Retry-After, with a spent quota, not retried", status: 503, refusals: 1, retryAfter: func(time.Time) string { return "" },
+			extra: http.Header{"Ratelimit": {`"default";r=0;t=4`}}, maxRetries: 1, method: "GET",
+			status1: 503, arrivals: []time.Duration{0, 4 * time.Second}},
+		{name: "429 without Retry-After, with a spent quota, retried at its reset", status: 429, refusals: 1, retryAfter: func(time.Time) string { return "" },
+			extra: http.Header{"Ratelimit": {`"default";r=0;t=4`}}, maxRetries: 1, method: "GET",
+			status1: 200, arrivals: []time.Duration{0, 4 * time.Second}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := &refusing{refusals: tt.refusals, status: tt.status, retryAfter: tt.retryAfter, extra: tt.extra}
+				tr := &client.Transport{Base: inMemory{h: srv}, MaxRetries: tt.maxRetries}
+				start := time.Now()
+				var body io.Reader
+				if tt.body != nil {
+					body = tt.body()
+				}
+				req := newRequest(t, context.Background(), tt.method, "http://api.test/", body)
+				require.Equal(t, tt.getBody, req.GetBody != nil, "the request has GetBody")
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, tt.status1, resp.StatusCode, "status of the first RoundTrip")
+				if resp.StatusCode != http.StatusOK {
+					// The next request waits for the Retry-After.
+					resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+				assert.Equal(t, tt.arrivals, srv.arrivals(start), "when the server saw each request")
+			})
+		})
+	}
+}
+
+// TestRetryNotPastDeadline refuses a request with a Retry-After beyond its
+// context's deadline: it must not be retried, and the refusal must come
+// back at once, its body unread.
+func TestRetryNotPastDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &refusing{refusals: 1, status: 429, retryAfter: delaySeconds(60)}
+		tr := &client.Transport{Base: inMemory{h: srv}, MaxRetries: 3}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "status")
+		assert.Zero(t, time.Since(start), "time RoundTrip took")
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, "come back later\n", string(b), "the refusal's body")
+		assert.Len(t, srv.arrivals(start), 1, "requests the server saw")
+	})
+}
+
+// trackedBody notes whether it was closed.
+type trackedBody struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (b *trackedBody) Close() error {
+	b.closed.Store(true)
+	return nil
+}
+
+// bodies is a Base that answers like next, noting the response bodies it
+// hands out.
+type bodies struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	all  []*trackedBody
+}
+
+func (b *bodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	tb := &trackedBody{Reader: resp.Body}
+	resp.Body = tb
+	b.mu.Lock()
+	b.all = append(b.all, tb)
+	b.mu.Unlock()
+	return resp, nil
+}
+
+// TestRetryClosesRefusals checks that the bodies of the refusals a retry
+// replaces are closed, and the one returned is not.
+func TestRetryClosesRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &refusing{refusals: 2, status: 429, retryAfter: delaySeconds(1)}
+		base := &bodies{next: inMemory{h: srv}}
+		tr := &client.Transport{Base: base, MaxRetries: 2}
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "status")
+		require.Len(t, base.all, 3, "responses")
+		for i, b := range base.all[:2] {
+			assert.True(t, b.closed.Load(), "refusal %d's body closed", i)
+		}
+		assert.False(t, base.all[2].closed.Load(), "the returned response's body closed")
+		resp.Body.Close()
+	})
+}
+
+// scripted answers its requests with the statuses and headers of answers,
+// in order, noting when each came; past the end, with 200 and no headers.
+type scripted struct {
+	answers []scriptedAnswer
+	mu      sync.Mutex
+	seen    []time.Time
+}
+
+type scriptedAnswer struct {
+	status int
+	h      http.Header
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	i := len(s.seen)
+	s.seen = append(s.seen, time.Now())
+	s.mu.Unlock()
+	if i >= len(s.answers) {
+		return
+	}
+	for k, v := range s.answers[i].h {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(s.answers[i].status)
+}
+
+func (s *scripted) arrivals(start time.Time) []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d []time.Duration
+	for _, t := range s.seen {
+		d = append(d, t.Sub(start))
+	}
+	return d
+}
+
+// TestAnswersWithoutFigures sends requests one after another to a server
+// that names a quota on some answers only, and checks when each request
+// went: an answer that names nothing spent one request of the quota,
+// unless it is a 429 or a cache's, which spent none.
+func TestAnswersWithoutFigures(t *testing.T) {
+	const sec = time.Second
+	oneLeft := http.Header{"Ratelimit": {`"default";r=1;t=60`}}
+	for _, tt := range []struct {
+		name     string
+		answers  []scriptedAnswer
+		arrivals []time.Duration
+	}{
+		{"a 200 without figures spends the last request",
+			[]scriptedAnswer{{200, oneLeft}, {200, nil}, {200, nil}},
+			[]time.Duration{0, 0, 60 * sec}},
+		{"a 429 without figures spends nothing",
+			[]scriptedAnswer{{200, oneLeft}, {429, nil}, {200, nil}},
+			[]time.Duration{0, 0, 0}},
+		{"a 500 without figures spends the last request",
+			[]scriptedAnswer{{200, oneLeft}, {500, nil}, {200, nil}},
+			[]time.Duration{0, 0, 60 * sec}},
+		{"a cache's answer spends nothing, and its figures say nothing",
+			[]scriptedAnswer{{200, oneLeft}, {200, http.Header{"Age": {"30"}, "Ratelimit": {`"default";r=0;t=600`}}}, {200, nil}},
+			[]time.Duration{0, 0, 0}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := &scripted{answers: tt.answers}
+				tr := &client.Transport{Base: inMemory{h: srv}}
+				start := time.Now()
+				for range tt.arrivals {
+					resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+				assert.Equal(t, tt.arrivals, srv.arrivals(start), "when the server saw each request")
+			})
+		})
+	}
+}
