@@ -24,14 +24,14 @@ func TestChains(t *testing.T) {
 	}
 	alice := map[string]string{"X-API-Key": "alice"}
 	routetest.Run(t, srv.URL, []routetest.Step{
-		{Path: "/", Status: 200, Want: with(routetest.Allowed(2, 1)), Body: "hello"},
-		{Path: "/", Status: 200, Want: with(routetest.Allowed(2, 0))},
-		{Path: "/", Status: 429, Want: with(routetest.Limited(2))},
-		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed(3, 2)), Body: "remaining 2 of 3"},
-		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed(3, 1))},
-		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed(3, 0))},
-		{Path: "/api/hello", Header: alice, Status: 429, Want: with(routetest.Limited(3))},
-		{Path: "/api/hello", Header: map[string]string{"X-API-Key": "bob"}, Status: 200, Want: with(routetest.Allowed(3, 2))},
+		{Path: "/", Status: 200, Want: with(routetest.Allowed("default", 2, 1)), Body: "hello"},
+		{Path: "/", Status: 200, Want: with(routetest.Allowed("default", 2, 0))},
+		{Path: "/", Status: 429, Want: with(routetest.Limited("default", 2))},
+		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed("default", 3, 2)), Body: "remaining 2 of 3"},
+		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed("default", 3, 1))},
+		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed("default", 3, 0))},
+		{Path: "/api/hello", Header: alice, Status: 429, Want: with(routetest.Limited("default", 3))},
+		{Path: "/api/hello", Header: map[string]string{"X-API-Key": "bob"}, Status: 200, Want: with(routetest.Allowed("default", 3, 2))},
 	})
 }
 

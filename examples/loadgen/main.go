@@ -9,9 +9,11 @@
 //
 // On a terminal it redraws a live view in place every second: a bar per
 // client of the last second's allowed requests ('#') and limited ones
-// ('.'), and the totals. When its output is not a terminal (piped,
-// redirected, in CI), or with -plain, it prints one line a second instead,
-// with the numbers rather than bars, 200s/429s in that second per client:
+// ('.'), and the totals, as wide as the terminal allows. When its output
+// is not a terminal (piped, redirected, in CI), is a terminal too narrow
+// for the view (under 63 columns with -flood), or with -plain, it prints
+// one line a second instead, with the numbers rather than bars,
+// 200s/429s in that second per client:
 //
 //	3s  calm 3/0  steady 8/0  eager 10/20  bursty 0/0   (200/429 in that second)
 //
@@ -26,7 +28,9 @@
 //	go -C examples run ./loadgen -self -flood
 //
 // Its requests are bounded by -duration and -max-requests, and go to
-// -addr only, which should be a loopback address.
+// -addr only, which should be a loopback address. When nothing has
+// answered a second into the run (no server at -addr, or one that never
+// answers), it stops there and says so.
 package main
 
 import (
@@ -47,6 +51,7 @@ import (
 	"time"
 
 	"github.com/slidelog/ratelimit/examples/internal/demoapp"
+	"golang.org/x/term"
 )
 
 type config struct {
@@ -56,10 +61,20 @@ type config struct {
 	duration    time.Duration
 	maxRequests int
 	live        bool // redraw in place (a terminal)
+	width       int  // the terminal's columns; 0 if unknown
 	profiles    []profile
 	flood       bool   // add the flood client for the second half
 	runID       string // in every client's key; a random one if empty
+
+	// transport sends the requests; nil for one that dials -addr. Tests
+	// set it to run without a network.
+	transport http.RoundTripper
 }
+
+// noAnswerWait is how long a run waits for its first answer before it
+// gives up: the demo on loopback answers in well under a millisecond,
+// and a run against nothing should not send for the whole -duration.
+const noAnswerWait = time.Second
 
 func main() {
 	cfg := config{profiles: profiles}
@@ -72,6 +87,9 @@ func main() {
 	plain := flag.Bool("plain", false, "print one line a second instead of redrawing (the default when not on a terminal)")
 	flag.Parse()
 	cfg.live = !*plain && isTerminal(os.Stdout)
+	if cfg.live {
+		cfg.width, _, _ = term.GetSize(int(os.Stdout.Fd()))
+	}
 	if cfg.flood && !flagSet("max-requests") {
 		cfg.maxRequests = floodMaxRequests
 	}
@@ -137,17 +155,20 @@ func run(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 		flood.left.Store(int64(cfg.maxRequests) - polite.left.Load())
 	}
 
-	hc := &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: cfg.transport}
+	if hc.Transport == nil {
+		hc.Transport = &http.Transport{
 			Proxy:               nil, // loopback only: never through a proxy from the environment
 			MaxIdleConnsPerHost: maxInFlight * len(clients),
 			IdleConnTimeout:     30 * time.Second,
-		},
+		}
 	}
 	defer hc.CloseIdleConnections()
-	d := &display{out: out, live: cfg.live, url: url, clients: clients, duration: cfg.duration}
+	d := newDisplay(out, cfg.live, cfg.width, url, clients, cfg.duration)
 
+	// sending ends the clients' requests early, when nothing answers.
+	sending, stopSending := context.WithCancel(ctx)
+	defer stopSending()
 	start := time.Now()
 	end := start.Add(cfg.duration)
 	floodFrom := cfg.duration / 2
@@ -157,27 +178,15 @@ func run(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 		var wg sync.WaitGroup
 		for _, c := range clients {
 			if c == fc {
-				wg.Go(func() { c.floodDrive(ctx, hc, url, start, start.Add(floodFrom), end, &flood) })
+				wg.Go(func() { c.floodDrive(sending, hc, url, start, start.Add(floodFrom), end, &flood) })
 				continue
 			}
-			wg.Go(func() { c.drive(ctx, hc, url, start, end, &polite) })
+			wg.Go(func() { c.drive(sending, hc, url, start, end, &polite) })
 		}
 		wg.Wait()
 	}()
 
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	sec := 0
-loop:
-	for {
-		select {
-		case <-tick.C:
-			d.draw(sec, time.Since(start))
-			sec++
-		case <-finished:
-			break loop
-		}
-	}
+	sec := d.follow(start, finished, stopSending)
 	// Redraw the last whole second with the final totals: the answers
 	// still in flight at the last tick have come in since.
 	elapsed := time.Since(start)
@@ -191,13 +200,48 @@ loop:
 		rep.flood = compareFlood(clients, fc, floodFrom, flood.left.Load() <= 0)
 	}
 	if rep.answered == 0 {
-		return rep, fmt.Errorf("loadgen: no answers from %s to %d requests: start the demo (go -C examples run ./demo) or pass -self", url, rep.requests)
+		return rep, fmt.Errorf("loadgen: no answers from %s to %d requests in %.1fs: start the demo (go -C examples run ./demo) or pass -self", url, rep.requests, elapsed.Seconds())
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(out, "\ninterrupted: the requests cut short count as errors")
 	}
 	rep.print(out)
 	return rep, nil
+}
+
+// follow draws the view each second until the clients have finished, and
+// returns how many seconds it drew. If nothing has answered noAnswerWait
+// into the run, it stops the clients with stop.
+func (d *display) follow(start time.Time, finished <-chan struct{}, stop func()) int {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	noAnswer := time.NewTimer(noAnswerWait)
+	defer noAnswer.Stop()
+	sec := 0
+	for {
+		select {
+		case <-tick.C:
+			d.draw(sec, time.Since(start))
+			sec++
+		case <-noAnswer.C:
+			if answered(d.clients) == 0 {
+				stop()
+			}
+		case <-finished:
+			return sec
+		}
+	}
+}
+
+// answered returns how many requests the clients have had answered, with
+// a 200 or a 429, so far.
+func answered(clients []*client) int {
+	n := 0
+	for _, c := range clients {
+		_, t := c.snapshot(-1)
+		n += t.ok + t.limited
+	}
+	return n
 }
 
 // newRunID returns 8 random hex digits.

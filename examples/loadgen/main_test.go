@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -54,6 +58,8 @@ func TestRunAgainstDemo(t *testing.T) {
 	}
 }
 
+// TestRunWithoutServer runs against a closed port over real TCP, for
+// the whole of the default -duration if it did not stop early.
 func TestRunWithoutServer(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -62,19 +68,85 @@ func TestRunWithoutServer(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
 
+	const duration = 15 * time.Second
+	calm := []profile{{name: "calm", rate: 10}}
 	var out strings.Builder
 	rep, err := run(context.Background(), config{
-		addr: addr, path: "/api/v1/hello", duration: 300 * time.Millisecond, maxRequests: 50,
-		profiles: []profile{{name: "calm", rate: 10}},
+		addr: addr, path: "/api/v1/hello", duration: duration, maxRequests: 1000, profiles: calm,
 	}, &out)
 	if err == nil || !strings.Contains(err.Error(), "no answers") {
 		t.Errorf("run against a closed port: error %v, want one saying there were no answers", err)
 	}
-	if rep != nil && rep.ok() {
+	if rep == nil {
+		t.Fatal("run against a closed port: no report")
+	}
+	if rep.ok() {
 		t.Errorf("run against a closed port: report ok, want not ok")
+	}
+	if all := politeDemand(calm, duration); rep.requests >= all {
+		t.Errorf("run against a closed port sent %d requests, all of its schedule: want it to stop when nothing answered", rep.requests)
 	}
 	if strings.Contains(out.String(), "RESULT: exact") {
 		t.Errorf("run against a closed port claims exactness:\n%s", out.String())
+	}
+}
+
+// roundTripFunc is an http.RoundTripper made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestRunNothingAnswers runs in a bubble of fake time, without a network,
+// against a server that refuses every connection, one that accepts and
+// never answers, and one that answers: the first two must stop the run
+// noAnswerWait into it, within 2 s whatever -duration says, having
+// recorded every request sent, and say that nothing answered; the last
+// must run on to its clients' last request before the end of -duration.
+func TestRunNothingAnswers(t *testing.T) {
+	refused := errors.New("connection refused")
+	tests := []struct {
+		name     string
+		rt       roundTripFunc
+		duration time.Duration
+		minTook  time.Duration // how long the run may take, in fake time
+		maxTook  time.Duration
+		wantErr  bool
+	}{
+		{"refused", func(*http.Request) (*http.Response, error) { return nil, refused }, time.Hour, noAnswerWait, 2 * time.Second, true},
+		{"silent", func(r *http.Request) (*http.Response, error) {
+			<-r.Context().Done()
+			return nil, r.Context().Err()
+		}, time.Hour, noAnswerWait, 2 * time.Second, true},
+		{"answering", func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}, nil
+		}, 3 * time.Second, 2 * time.Second, 3 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sent atomic.Int64
+				counting := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					sent.Add(1)
+					return tt.rt(r)
+				})
+				var out strings.Builder
+				start := time.Now()
+				rep, err := run(context.Background(), config{
+					addr: "127.0.0.1:8080", path: "/api/v1/hello", duration: tt.duration, maxRequests: 1 << 20,
+					profiles: profiles, transport: counting,
+				}, &out)
+				took := time.Since(start)
+				if took < tt.minTook || took > tt.maxTook {
+					t.Errorf("run took %v, want %v to %v", took, tt.minTook, tt.maxTook)
+				}
+				if gotErr := err != nil && strings.Contains(err.Error(), "no answers"); gotErr != tt.wantErr {
+					t.Errorf("run: error %v, want one saying there were no answers: %v", err, tt.wantErr)
+				}
+				if rep == nil || sent.Load() == 0 || int64(rep.requests) != sent.Load() {
+					t.Fatalf("run sent %d requests, report %+v: want some, all in the report", sent.Load(), rep)
+				}
+			})
+		})
 	}
 }
 

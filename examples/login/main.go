@@ -17,8 +17,6 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/slidelog/ratelimit"
@@ -51,11 +49,11 @@ type limiters struct {
 func onlyFailures(_ *http.Request, status int) bool { return status == http.StatusUnauthorized }
 
 func newLimiters() (*limiters, error) {
-	perUser, err := ratelimit.New(5, 15*time.Minute, keyByUser, ratelimit.WithCountIf(onlyFailures))
+	perUser, err := ratelimit.New(5, 15*time.Minute, ratelimit.KeyFunc(keyByUser), ratelimit.WithName("user"), ratelimit.WithCountIf(onlyFailures))
 	if err != nil {
 		return nil, err
 	}
-	perIP, err := ratelimit.New(20, 15*time.Minute, ratelimit.KeyByIP(), ratelimit.WithCountIf(onlyFailures))
+	perIP, err := ratelimit.New(20, 15*time.Minute, ratelimit.KeyByIP(), ratelimit.WithName("ip"), ratelimit.WithCountIf(onlyFailures))
 	if err != nil {
 		perUser.Close()
 		return nil, err
@@ -68,10 +66,13 @@ func (l *limiters) close() {
 	l.perIP.Close()
 }
 
-// keyByUser keys a login by the user it names in its form, or in the query
-// of an admin request. A request that names none gets 400.
-func keyByUser(r *http.Request) (string, error) {
-	user := r.FormValue("user")
+// keyByUser keys a login by the user it names in its form. A request that
+// names none gets 400.
+func keyByUser(r *http.Request) (string, error) { return userKey(r.FormValue("user")) }
+
+// userKey returns the limiter's key for user, as keyByUser does for a login
+// of theirs, so that an admin reaches the same count.
+func userKey(user string) (string, error) {
 	if user == "" || len(user) > 64 {
 		return "", &ratelimit.KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: give a user of 1 to 64 bytes"}
 	}
@@ -99,29 +100,28 @@ func login(l *limiters, users map[string]string) http.Handler {
 			http.Error(w, "wrong user or password", http.StatusUnauthorized)
 			return
 		}
-		// A successful login clears the user's failures.
-		if err := l.perUser.Reset(r); err != nil {
+		// A successful login clears the user's failures. Its own request,
+		// counted before the Reset and taken back after it (a 200 does not
+		// count), changes nothing the Reset made new.
+		key, _ := keyByUser(r) // the limiter checked it
+		if err := l.perUser.Reset(r.Context(), key); err != nil {
 			log.Printf("login: reset: %v", err)
 		}
 		fmt.Fprintf(w, "welcome, %s\n", r.FormValue("user"))
 	})
 }
 
-// userRequest returns a request naming user as a login of theirs does, so
-// that the limiter's own KeyFunc spells the user's key.
-func userRequest(r *http.Request, user string) *http.Request {
-	q := url.Values{"user": {user}}
-	req, _ := http.NewRequestWithContext(r.Context(), "POST", "/login", strings.NewReader(q.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return req
-}
-
 // standing answers an admin's question: how many failures does the user
 // have left? A real server authenticates its admins first.
 func (l *limiters) standing(w http.ResponseWriter, r *http.Request) {
-	res, err := l.perUser.Peek(userRequest(r, r.URL.Query().Get("user")))
+	key, err := userKey(r.URL.Query().Get("user"))
 	if err != nil {
 		http.Error(w, "400 Bad Request: give a user", http.StatusBadRequest)
+		return
+	}
+	res, err := l.perUser.Peek(r.Context(), key)
+	if err != nil {
+		http.Error(w, "503 Service Unavailable", http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -135,8 +135,13 @@ func (l *limiters) standing(w http.ResponseWriter, r *http.Request) {
 
 // reset clears a user's failures, after a support ticket, say.
 func (l *limiters) reset(w http.ResponseWriter, r *http.Request) {
-	if err := l.perUser.Reset(userRequest(r, r.URL.Query().Get("user"))); err != nil {
+	key, err := userKey(r.URL.Query().Get("user"))
+	if err != nil {
 		http.Error(w, "400 Bad Request: give a user", http.StatusBadRequest)
+		return
+	}
+	if err := l.perUser.Reset(r.Context(), key); err != nil {
+		http.Error(w, "503 Service Unavailable", http.StatusServiceUnavailable)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

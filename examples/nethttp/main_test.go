@@ -19,16 +19,16 @@ func TestPerRouteLimiters(t *testing.T) {
 	alice := map[string]string{"X-API-Key": "alice"}
 	bob := map[string]string{"X-API-Key": "bob"}
 	routetest.Run(t, srv.URL, []routetest.Step{
-		{Path: "/", Status: 200, Want: routetest.Allowed(2, 1), Body: "hello"},
-		{Path: "/", Status: 200, Want: routetest.Allowed(2, 0)},
-		{Path: "/", Status: 429, Want: routetest.Limited(2)},
+		{Path: "/", Status: 200, Want: routetest.Allowed("default", 2, 1), Body: "hello"},
+		{Path: "/", Status: 200, Want: routetest.Allowed("default", 2, 0)},
+		{Path: "/", Status: 429, Want: routetest.Limited("default", 2)},
 		// The API has its own limiter, keyed by API key, untouched by
 		// the IP's exhausted quota.
-		{Path: "/api/hello", Header: alice, Status: 200, Want: routetest.Allowed(3, 2), Body: "remaining 2 of 3"},
-		{Path: "/api/hello", Header: alice, Status: 200, Want: routetest.Allowed(3, 1)},
-		{Path: "/api/other", Header: alice, Status: 200, Want: routetest.Allowed(3, 0)},
-		{Path: "/api/hello", Header: alice, Status: 429, Want: routetest.Limited(3)},
-		{Path: "/api/hello", Header: bob, Status: 200, Want: routetest.Allowed(3, 2)},
+		{Path: "/api/hello", Header: alice, Status: 200, Want: routetest.Allowed("default", 3, 2), Body: "remaining 2 of 3"},
+		{Path: "/api/hello", Header: alice, Status: 200, Want: routetest.Allowed("default", 3, 1)},
+		{Path: "/api/other", Header: alice, Status: 200, Want: routetest.Allowed("default", 3, 0)},
+		{Path: "/api/hello", Header: alice, Status: 429, Want: routetest.Limited("default", 3)},
+		{Path: "/api/hello", Header: bob, Status: 200, Want: routetest.Allowed("default", 3, 2)},
 		{Path: "/api/hello", Status: 400, Want: map[string]string{"Ratelimit": ""}},
 		{Path: "/healthz", Status: 200, Want: map[string]string{"Ratelimit": ""}},
 	})

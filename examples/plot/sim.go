@@ -105,8 +105,8 @@ func newLimiterAdmitter(alg ratelimit.Algorithm, limit int, window time.Duration
 
 func (a *limiterAdmitter) admit(t time.Duration) (bool, error) {
 	a.now.Store(int64(t))
-	res, err := a.l.Allow(context.Background(), "client")
-	return res.Allowed, err
+	d := a.l.Allow(context.Background(), "client", 1)
+	return d.Result.Allowed, d.Err
 }
 
 func (a *limiterAdmitter) Close() error { return a.l.Close() }

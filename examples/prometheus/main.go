@@ -91,16 +91,16 @@ func (m *metrics) trackKeys(reg prometheus.Registerer, limiter string, l *rateli
 	labels := prometheus.Labels{"limiter": limiter}
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ratelimit_tracked_keys", Help: "Keys the limiter's store tracks now.", ConstLabels: labels,
+			Name: "ratelimit_tracked_keys", Help: "States the limiter's memory store tracks now: one per key and policy.", ConstLabels: labels,
 		}, func() float64 { return float64(l.Stats().Keys) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "ratelimit_evicted_keys_total", Help: "Live keys evicted to make room (WithMaxKeys).", ConstLabels: labels,
+			Name: "ratelimit_evicted_keys_total", Help: "Live states evicted to make room (MemoryConfig.MaxKeys, EvictLeastRecent).", ConstLabels: labels,
 		}, func() float64 { return float64(l.Stats().Evicted) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "ratelimit_rejected_keys_total", Help: "New keys refused because the store was full (WithMaxKeys).", ConstLabels: labels,
+			Name: "ratelimit_rejected_keys_total", Help: "New keys refused because the store was full (MemoryConfig.MaxKeys).", ConstLabels: labels,
 		}, func() float64 { return float64(l.Stats().Rejected) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "ratelimit_cached_refusals_total", Help: "Refusals answered from a remembered refusal, without the key's lock or a round trip to Redis.", ConstLabels: labels,
+			Name: "ratelimit_cached_refusals_total", Help: "Refusals redisstore answered from its cache, without a round trip to Redis.", ConstLabels: labels,
 		}, func() float64 { return float64(l.Stats().CachedRefusals) }),
 	)
 }

@@ -77,7 +77,7 @@ func FrozenClock() ratelimit.Option {
 // NewLimiter returns a limiter that the test closes when it ends, with
 // the frozen clock and the decision in the request's context, as the
 // examples' handlers read it.
-func NewLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.KeyFunc, opts ...ratelimit.Option) *ratelimit.Limiter {
+func NewLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.Keyer, opts ...ratelimit.Option) *ratelimit.Limiter {
 	t.Helper()
 	l, err := ratelimit.New(limit, window, key, append(opts, FrozenClock(), ratelimit.WithResultInContext())...)
 	if err != nil {
@@ -88,22 +88,23 @@ func NewLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.Key
 }
 
 // Allowed is the headers of an allowed response under a limit-per-minute
-// policy named "default" at a frozen instant, with remaining left.
-func Allowed(limit, remaining int) map[string]string {
+// policy named policy ("default" unless the limiter was given WithName)
+// at a frozen instant, with remaining left.
+func Allowed(policy string, limit, remaining int) map[string]string {
 	return map[string]string{
 		"X-Ratelimit-Limit":     strconv.Itoa(limit),
 		"X-Ratelimit-Remaining": strconv.Itoa(remaining),
 		"X-Ratelimit-Reset":     "60",
-		"Ratelimit-Policy":      `"default";q=` + strconv.Itoa(limit) + ";w=60",
-		"Ratelimit":             `"default";r=` + strconv.Itoa(remaining) + ";t=60",
+		"Ratelimit-Policy":      strconv.Quote(policy) + ";q=" + strconv.Itoa(limit) + ";w=60",
+		"Ratelimit":             strconv.Quote(policy) + ";r=" + strconv.Itoa(remaining) + ";t=60",
 		"Retry-After":           "",
 	}
 }
 
 // Limited is the headers of a 429 under a limit-per-minute policy at a
 // frozen instant: the first request leaves the window in 60 s.
-func Limited(limit int) map[string]string {
-	h := Allowed(limit, 0)
+func Limited(policy string, limit int) map[string]string {
+	h := Allowed(policy, limit, 0)
 	h["Retry-After"] = "60"
 	return h
 }
