@@ -53,8 +53,26 @@ var peers = []peer{
 		store: func(tb testing.TB, limit int, window time.Duration) (take, func()) {
 			l := newRatelimit(tb, limit, window)
 			return func(ctx context.Context, key string) (bool, error) {
-				res, err := l.Allow(ctx, key)
-				return res.Allowed, err
+				d := l.Allow(ctx, key, 1)
+				return d.Result.Allowed, d.Err
+			}, func() { l.Close() }
+		},
+	},
+	{
+		// ratelimit with each client's policies looked up (WithLimits),
+		// as a SaaS keeps them: the lookup answers every client with the
+		// same quota as the default, another quota in name only, and the
+		// cache answers all but each key's first request.
+		name: "ratelimit+limits",
+		middleware: func(tb testing.TB, limit int, window time.Duration) (func(http.Handler) http.Handler, func()) {
+			l := newRatelimit(tb, limit, window, withLookup(limit, window))
+			return l.Handler, func() { l.Close() }
+		},
+		store: func(tb testing.TB, limit int, window time.Duration) (take, func()) {
+			l := newRatelimit(tb, limit, window, withLookup(limit, window))
+			return func(ctx context.Context, key string) (bool, error) {
+				d := l.Allow(ctx, key, 1)
+				return d.Result.Allowed, d.Err
 			}, func() { l.Close() }
 		},
 	},
@@ -168,12 +186,19 @@ var peers = []peer{
 	},
 }
 
-func newRatelimit(tb testing.TB, limit int, window time.Duration) *ratelimit.Limiter {
-	l, err := ratelimit.New(limit, window, ratelimit.KeyByHeader(keyHeader))
+func newRatelimit(tb testing.TB, limit int, window time.Duration, opts ...ratelimit.Option) *ratelimit.Limiter {
+	l, err := ratelimit.New(limit, window, ratelimit.KeyByHeader(keyHeader), opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return l
+}
+
+// withLookup looks every client's policies up as limit per window,
+// cached for a minute.
+func withLookup(limit int, window time.Duration) ratelimit.Option {
+	ps := []ratelimit.Policy{{Name: "contract", Limit: limit, Window: window}}
+	return ratelimit.WithLimits(func(context.Context, string) ([]ratelimit.Policy, error) { return ps, nil }, time.Minute)
 }
 
 func newUlule(limit int, window time.Duration) *ulule.Limiter {

@@ -70,8 +70,8 @@ func BenchmarkRedisDecision(b *testing.B) {
 						}
 						b.Cleanup(func() { l.Close() })
 						op = func(ctx context.Context, i int) (bool, error) {
-							res, err := l.Allow(ctx, redisKey(hot, i))
-							return res.Allowed, err
+							d := l.Allow(ctx, redisKey(hot, i), 1)
+							return d.Result.Allowed, d.Err
 						}
 					case "redis_rate":
 						b.Cleanup(func() { redisDelete(b, c, "rate:"+p) }) // redis_rate's own prefix
