@@ -1,6 +1,7 @@
 // Command quickstart writes a module README's quick start as a Go program:
 // the Go block marked <!-- quickstart --> (see package mdblocks), wrapped
-// in package main and func main, with the imports goimports finds for it
+// in package main and func main unless it is a whole program, with the
+// imports goimports finds for it
 // in the module of -dir. Compiler and vet messages about the program name
 // the README's lines.
 //
@@ -16,6 +17,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/slidelog/ratelimit/scripts/internal/gofrag"
 	"github.com/slidelog/ratelimit/scripts/internal/mdblocks"
@@ -67,7 +69,16 @@ func run(readme, dir, out string) error {
 	if err := os.Chdir(dir); err != nil {
 		return err
 	}
+	// The quick start is the body of main, or a whole program.
 	decls := "func main() {\n" + gofrag.Lines(readme, qs[0].Line, qs[0].Code) + "}\n"
+	for i, l := range qs[0].Code {
+		if t := strings.TrimSpace(l); t == "" || strings.HasPrefix(t, "//") {
+			continue
+		} else if strings.HasPrefix(t, "package ") {
+			decls = gofrag.Lines(readme, qs[0].Line+i+1, qs[0].Code[i+1:])
+		}
+		break
+	}
 	file, err := gofrag.File(filepath.Join(".", out), "main", decls)
 	if err != nil {
 		return fmt.Errorf("quick start of %s: %v", readme, err)
