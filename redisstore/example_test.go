@@ -25,6 +25,7 @@ func exampleClient() *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:                  addr,
 		ContextTimeoutEnabled: true,
+		Dialer:                redisstore.Dial,
 		DialTimeout:           redisstore.DefaultTimeout,
 		DialerRetries:         1,
 		MaxRetries:            -1,

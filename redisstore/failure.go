@@ -20,22 +20,21 @@ const (
 	// limiter was built WithFailOpen).
 	FailClosed FailurePolicy = iota
 	// FailOpen allows the request without counting it anywhere. The
-	// Result reports the tightest policy (see ratelimit.Store) when each
-	// has Remaining = Limit - cost and no Reset, as if the key were fresh:
-	// the least limit, ties to the first in the set's order. Protection is off
-	// while Redis is down, except for the refusals the store remembers
-	// (WithRefusalCache), which it keeps answering until they expire.
+	// Result reports each policy at Limit - cost remaining and no Reset,
+	// as if the key were fresh, and names the one with the least limit.
+	// Protection is off while Redis is down, except for the refusals the
+	// store remembers (WithRefusalCache), which it answers until they
+	// expire.
 	FailOpen
 	// FailLocal decides with a store local to the process (a memory store
-	// made by New, or the one given WithFallback). Each server then
-	// enforces the limit on its own, so a fleet of N servers admits up to
-	// N x limit per key while Redis is down; requests decided locally are
-	// not counted in Redis when it returns, and refusals decided locally
-	// are not remembered by the refusal cache (the local store answers
-	// them itself).
+	// made by New, or the one given WithFallback), each limit divided by
+	// the fleet size (WithFleetSize), so that that many servers admit at
+	// most the limit in all while Redis is down. Requests decided locally
+	// are not counted in Redis when it returns.
 	FailLocal
 )
 
+// String returns the policy's name, as its constant spells it.
 func (p FailurePolicy) String() string {
 	switch p {
 	case FailClosed:
