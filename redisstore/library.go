@@ -94,17 +94,17 @@ func (s *Store) fcallOnce(ctx context.Context, fn string, ro bool, keys []string
 		call = s.client.FCallRO
 	}
 	// A server may lose the library again between the load and the call
-	// (a FUNCTION FLUSH, a restart): load it again, a few times.
-	for range 3 {
+	// (a FUNCTION FLUSH, a restart): load it again until a call finds it,
+	// within the call's deadline, which fcall always sets.
+	for {
 		v, err := call(ctx, fn, keys, args...).Int64Slice()
-		if err == nil || !redis.HasErrorPrefix(err, "Function not found") {
+		if err == nil || !redis.HasErrorPrefix(err, "Function not found") || ctx.Err() != nil {
 			return v, err
 		}
 		if err := s.load(ctx); err != nil {
 			return nil, err
 		}
 	}
-	return call(ctx, fn, keys, args...).Int64Slice()
 }
 
 // load loads the library on the server, or on every master of a cluster,
