@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,6 +41,7 @@ type fleetServer struct {
 // RATELIMIT_REQUIRE_REDIS=1.
 func startFleetServer(t testing.TB, args ...string) *fleetServer {
 	t.Helper()
+	quietOnce.Do(func() { redis.SetLogger(quietLogger{}) })
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		msg := fmt.Sprintf("fleet: redis-server not installed: %v", err)
 		if requireRedis() {
@@ -58,6 +60,15 @@ func startFleetServer(t testing.TB, args ...string) *fleetServer {
 	t.Cleanup(s.kill)
 	return s
 }
+
+// quietLogger drops go-redis's log lines: the outages make it complain
+// of refused dials by the hundred, and the tests count every failure
+// themselves.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+var quietOnce sync.Once
 
 // spareLoopback returns a loopback address no one listens on now.
 func spareLoopback() (string, error) {
