@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +32,13 @@ const (
 	fleetGoroutines = 16
 )
 
+// floodPace is each goroutine's gap between requests in the scenarios
+// past the first: 64,000 requests a second offered in all, far over
+// every limit, without the spin of cached refusals starving Redis of the
+// machine's 2 cores (which would time calls out for no reason but the
+// harness).
+const floodPace = time.Millisecond
+
 var fleetRuns atomic.Int64
 
 // fleetPrefix is a key prefix for one run, so runs share no counts.
@@ -46,6 +54,7 @@ type fleetRun struct {
 	errors   int64
 	calls    [4]int64 // attributed FCALLs: allowed, refused, errored, background
 	fcall    cmdStat  // the server's
+	loads    int64    // FUNCTION LOAD calls the server saw
 	elapsed  time.Duration
 }
 
@@ -76,9 +85,9 @@ func runFleet(t *testing.T, srv *fleetServer, spec workerSpec, procs int, d time
 	}
 	res := stopWorkers(t, ps)
 	run := fleetRun{workers: res, elapsed: time.Since(start)}
-	if st, ok := commandStats(t, c)["fcall"]; ok {
-		run.fcall = st
-	}
+	stats := commandStats(t, c)
+	run.fcall = stats["fcall"]
+	run.loads = stats["function|load"].calls
 	for _, w := range res {
 		run.admitted = append(run.admitted, w.Admitted...)
 		run.local = append(run.local, w.Local...)
@@ -205,39 +214,54 @@ func fleetHotKey(t *testing.T, srv *fleetServer, rep *fleetReport) {
 		{"SlidingLog 20,000/10s", []policySpec{hotLog}},
 		{"SlidingWindowCounter 20,000/10s", []policySpec{hotCounter}},
 		{"GCRA 20,000/10s", []policySpec{hotGCRA}},
-		{"mixed: log 2,000/1s + counter 20,000/10s", []policySpec{
-			{Name: "second", Limit: 2_000, Window: time.Second},
+		{"mixed: log 5,000/1s + counter 20,000/10s", []policySpec{
+			{Name: "second", Limit: 5_000, Window: time.Second},
 			{Name: "ten", Limit: 20_000, Window: 10 * time.Second, Algorithm: ratelimit.SlidingWindowCounter}}},
 	}
 	const d = 3 * time.Second
+	// hotPace offers 4,000 requests a second in all: under every limit
+	// of the sets for the run's 3 s, so that all are allowed, and 50 a
+	// process per lease period, so that leases have something to save.
+	const hotPace = 16 * time.Millisecond
 	var rows [][]string
 	for _, s := range sets {
-		for _, leases := range []bool{false, true} {
-			spec := workerSpec{Key: "hot", Leases: leases, Policies: s.policies}
-			run := runFleet(t, srv, spec, fleetProcs, d, nil)
-			what := fmt.Sprintf("%s, leases %v", s.name, leases)
-			most, bad := checkRun(t, what, spec, run.admitted, true)
-			if run.allowed == 0 {
-				t.Errorf("%s: nothing admitted", what)
+		for _, pace := range []time.Duration{0, hotPace} {
+			for _, leases := range []bool{false, true} {
+				spec := workerSpec{Key: "hot", Leases: leases, Policies: s.policies, Pace: pace}
+				run := runFleet(t, srv, spec, fleetProcs, d, nil)
+				load := "unpaced"
+				if pace > 0 {
+					load = fmt.Sprintf("%.0f/s", float64(fleetProcs*fleetGoroutines)/pace.Seconds())
+				}
+				what := fmt.Sprintf("%s, %s, leases %v", s.name, load, leases)
+				most, bad := checkRun(t, what, spec, run.admitted, true)
+				if run.allowed == 0 {
+					t.Errorf("%s: nothing admitted", what)
+				}
+				perAllowed := float64(run.fcall.calls) / float64(max(run.allowed, 1))
+				if pace > 0 && leases && perAllowed >= 0.2 {
+					t.Errorf("%s: %.3f script calls per allowed request, want < 0.2 with leases", what, perAllowed)
+				}
+				rows = append(rows, []string{s.name, load, onOff(leases), fmt.Sprint(run.allowed), fmt.Sprint(run.refused), fmt.Sprint(run.errors),
+					most, bad, fmt.Sprint(run.fcall.calls), fmt.Sprintf("%.4f", perAllowed),
+					per(run.calls[0], run.allowed), per(run.calls[1], run.refused), fmt.Sprint(run.calls[3]),
+					fmt.Sprintf("%.0f", float64(run.allowed+run.refused)/run.elapsed.Seconds())})
 			}
-			perAllowed := float64(run.fcall.calls) / float64(max(run.allowed, 1))
-			if leases && perAllowed >= 0.2 {
-				t.Errorf("%s: %.3f script calls per allowed request, want < 0.2 with leases", what, perAllowed)
-			}
-			rows = append(rows, []string{s.name, onOff(leases), fmt.Sprint(run.allowed), fmt.Sprint(run.refused), fmt.Sprint(run.errors),
-				most, bad, fmt.Sprint(run.fcall.calls), fmt.Sprintf("%.4f", perAllowed),
-				per(run.calls[0], run.allowed), per(run.calls[1], run.refused), fmt.Sprint(run.calls[3]),
-				fmt.Sprintf("%.0f", float64(run.allowed+run.refused)/run.elapsed.Seconds())})
 		}
 	}
-	rep.para("## 1. A hot key at full rate, leases off and on")
-	rep.para("%d processes x %d goroutines, unpaced, one key, %v a run. *Most in a window*: the most admissions any "+
+	rep.para("## 1. A hot key, leases off and on")
+	rep.para("%d processes x %d goroutines, one key, %v a run, at two loads: *unpaced* (each goroutine calls again "+
+		"at once: the limit binds, and the refusal cache answers most refusals) and *4000/s* (each goroutine every %v: "+
+		"every request fits, the hot key of the target). *Most in a window*: the most admissions any "+
 		"rolling window of the policy's length held, over the limit (for the counter also the most in a fixed window). "+
-		"*Breaches*: admissions that break the algorithm's bound (asserted 0). *FCALL*: the server's `cmdstat_fcall` calls "+
-		"from a `CONFIG RESETSTAT` at the start; *per allowed* divides them by the allowed requests (target with leases "+
-		"<= 0.05; asserted < 0.2). The client columns attribute each FCALL to the Take that sent it (a go-redis hook): "+
-		"per allowed and per refused request, and the lease janitor's (no Take).", fleetProcs, fleetGoroutines, d)
-	rep.table([]string{"set", "leases", "allowed", "refused", "errors", "most in a window / limit", "breaches", "FCALL", "FCALL per allowed",
+		"*Breaches*: admissions that break the algorithm's bound (asserted 0 in every row). *FCALL*: the server's "+
+		"`cmdstat_fcall` calls from a `CONFIG RESETSTAT` at the start; *FCALL per allowed* divides them by the allowed "+
+		"requests (target with leases at 4000/s: <= 0.05; asserted < 0.2). The client columns attribute each FCALL to "+
+		"the Take that sent it (a go-redis hook): per allowed and per refused request, and the lease janitor's (no Take). "+
+		"Unpaced GCRA refills a slot every 500 µs after its burst, so its refusals are remembered for at most that long "+
+		"and its admissions after the burst have no room for a lease: a call each, as the lease design says near the limit.",
+		fleetProcs, fleetGoroutines, d, hotPace)
+	rep.table([]string{"set", "load", "leases", "allowed", "refused", "errors", "most in a window / limit", "breaches", "FCALL", "FCALL per allowed",
 		"client: per allowed", "client: per refused", "janitor calls", "decisions/s"}, rows)
 }
 
@@ -299,7 +323,7 @@ func fleetDisruption(t *testing.T, srv *fleetServer, rep *fleetReport) {
 	}
 	var rows [][]string
 	for _, tt := range cases {
-		spec := workerSpec{Key: "disrupted", Leases: true, Policies: policies}
+		spec := workerSpec{Key: "disrupted", Leases: true, Policies: policies, Pace: floodPace}
 		run := runFleet(t, tt.srv, spec, fleetProcs, tt.d, tt.disrupt)
 		most, bad := checkRun(t, tt.name, spec, run.admitted, tt.assert)
 		if run.allowed == 0 {
@@ -309,15 +333,19 @@ func fleetDisruption(t *testing.T, srv *fleetServer, rep *fleetReport) {
 		for _, w := range run.workers {
 			failures += w.Failures
 		}
+		loads := fmt.Sprint(run.loads)
+		if tt.srv != srv || strings.HasPrefix(tt.name, "SHUTDOWN") {
+			loads = "-" // the restart reset the server's counts
+		}
 		rows = append(rows, []string{tt.name, map[bool]string{true: "yes", false: "no"}[tt.assert], fmt.Sprint(run.allowed), fmt.Sprint(run.refused),
-			fmt.Sprint(run.errors), fmt.Sprint(failures), most, bad})
+			fmt.Sprint(run.errors), fmt.Sprint(failures), loads, most, bad})
 	}
 	rep.para("## 2. Exactness under disruption (leases on, FailClosed)")
-	rep.para("%d processes x %d goroutines, unpaced, one key, set {log 1,000/1s, GCRA 3,000/3s}. Errors are the requests "+
+	rep.para("%d processes x %d goroutines, each a request a millisecond, one key, set {log 1,000/1s, GCRA 3,000/3s}. Errors are the requests "+
 		"that failed while Redis was out (FailClosed); *failures* is `Store.Failures()` over the processes (lease "+
-		"give-backs included). Without persistence a restart forgets every count, as redisstore's README says "+
+		"give-backs included); *FUNCTION LOAD*, the loads of the library the server saw after the flushes (each process's callers that find it gone load it). Without persistence a restart forgets every count, as redisstore's README says "+
 		"(Durability): that row shows the loss and is not asserted.", fleetProcs, fleetGoroutines)
-	rep.table([]string{"disruption", "asserted", "allowed", "refused", "errors", "failures", "most in a window / limit", "breaches"}, rows)
+	rep.table([]string{"disruption", "asserted", "allowed", "refused", "errors", "failures", "FUNCTION LOAD", "most in a window / limit", "breaches"}, rows)
 }
 
 // fleetMonthly: a monthly quota beside a per-second limit, in one set.
@@ -328,7 +356,7 @@ func fleetMonthly(t *testing.T, srv *fleetServer, rep *fleetReport) {
 	}
 	var rows [][]string
 	for _, leases := range []bool{false, true} {
-		spec := workerSpec{Key: "monthly", Leases: leases, Policies: policies}
+		spec := workerSpec{Key: "monthly", Leases: leases, Policies: policies, Pace: floodPace}
 		run := runFleet(t, srv, spec, fleetProcs, 3500*time.Millisecond, nil)
 		what := fmt.Sprintf("monthly, leases %v", leases)
 		most, bad := checkRun(t, what, spec, run.admitted, true)
@@ -337,18 +365,23 @@ func fleetMonthly(t *testing.T, srv *fleetServer, rep *fleetReport) {
 			failures += w.Failures
 		}
 		total := len(run.admitted)
-		// Without leases and without a failed call, every slot of the
-		// month is admitted: the flood outlasts it.
-		if !leases && failures == 0 && total != 120 {
+		if run.errors > 0 {
+			t.Logf("%s: %d errors, such as %q", what, run.errors, errorSample(run))
+		}
+		// Without a failed call, every slot of the month is admitted:
+		// the flood outlasts it, and a lease's unused slots go back
+		// while it still floods (near the end, with fewer than 16
+		// left, no lease is granted at all).
+		if failures == 0 && total != 120 {
 			t.Errorf("%s: %d admitted in the month, want exactly 120 (no call failed)", what, total)
 		}
 		rows = append(rows, []string{onOff(leases), fmt.Sprint(run.allowed), fmt.Sprint(run.refused), fmt.Sprint(run.errors), fmt.Sprint(failures),
 			most, bad, fmt.Sprintf("%d/120", total)})
 	}
 	rep.para("## 3. A monthly quota and a per-second limit in one set")
-	rep.para("%d processes x %d goroutines, unpaced, 3.5 s, set {log 50/1s, `ratelimit.Monthly` 120}: the month is used up "+
-		"after about 2.4 s. Asserted: no one-second window over 50, no month over 120, and, leases off with no failed "+
-		"call, exactly 120 admitted.", fleetProcs, fleetGoroutines)
+	rep.para("%d processes x %d goroutines, each a request a millisecond, 3.5 s, set {log 50/1s, `ratelimit.Monthly` 120}: the month is used up "+
+		"after about 2.4 s. Asserted: no one-second window over 50, no month over 120, and, when no call failed, "+
+		"exactly 120 admitted.", fleetProcs, fleetGoroutines)
 	rep.table([]string{"leases", "allowed", "refused", "errors", "failures", "most in a window / limit", "breaches", "month total"}, rows)
 }
 
@@ -373,6 +406,8 @@ func fleetNotice(t *testing.T, srv *fleetServer, rep *fleetReport) {
 		ps := startWorkers(t, []workerSpec{flood, driver})
 		goWorkers(t, ps)
 		b := waitWorkers(t, ps[1:])[0]
+		// A goes on long enough to see B's last notice.
+		time.Sleep(bound + 500*time.Millisecond)
 		a := stopWorkers(t, ps[:1])[0]
 		delays := map[string][]time.Duration{}
 		for _, n := range b.Notices {
@@ -414,8 +449,8 @@ func fleetNotice(t *testing.T, srv *fleetServer, rep *fleetReport) {
 func fleetFailLocal(t *testing.T, srv *fleetServer, rep *fleetReport) {
 	const outages = 3
 	policy := policySpec{Name: "second", Limit: 200, Window: time.Second}
-	spec := workerSpec{Key: "local", FailLocal: true, Fleet: fleetProcs, Policies: []policySpec{policy}}
-	var stops, answers []time.Time
+	spec := workerSpec{Key: "local", FailLocal: true, Fleet: fleetProcs, Policies: []policySpec{policy}, Pace: floodPace}
+	var stops, starts, answers []time.Time
 	run := runFleet(t, srv, spec, fleetProcs, 0, func() {
 		for range outages {
 			time.Sleep(time.Second) // Redis up
@@ -424,6 +459,7 @@ func fleetFailLocal(t *testing.T, srv *fleetServer, rep *fleetReport) {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond) // Redis down
+			starts = append(starts, time.Now())
 			// start polls PING every 5 ms and returns at the first answer.
 			if err := srv.start(); err != nil {
 				t.Fatal(err)
@@ -448,7 +484,9 @@ func fleetFailLocal(t *testing.T, srv *fleetServer, rep *fleetReport) {
 		var w time.Duration
 		missing := false
 		for p, wr := range run.workers {
-			i, _ := slices.BinarySearch(wr.Recovered, stops[k].UnixNano())
+			// Nothing goes through Redis between the shutdown and the
+			// start; a call that straddles the shutdown may, before it.
+			i, _ := slices.BinarySearch(wr.Recovered, starts[k].UnixNano())
 			if i == len(wr.Recovered) || k+1 < len(stops) && wr.Recovered[i] >= stops[k+1].UnixNano() {
 				t.Errorf("outage %d: process %d never decided through Redis again", k+1, p)
 				missing = true
@@ -471,7 +509,7 @@ func fleetFailLocal(t *testing.T, srv *fleetServer, rep *fleetReport) {
 		failures += w.Failures
 	}
 	rep.para("## 5. FailLocal with WithFleetSize(4)")
-	rep.para("%d processes x %d goroutines, unpaced, one key, log 200/1s, `WithFailurePolicy(FailLocal)`, `WithFleetSize(4)` "+
+	rep.para("%d processes x %d goroutines, each a request a millisecond, one key, log 200/1s, `WithFailurePolicy(FailLocal)`, `WithFleetSize(4)` "+
 		"(so each fallback allows 50/1s), the README's client settings with `Dialer: redisstore.Dial`. Redis is shut down "+
 		"(SHUTDOWN NOSAVE) %d times for 1.5 s and started again on the same port.", fleetProcs, fleetGoroutines, outages)
 	rep.table([]string{"", ""}, [][]string{
@@ -485,8 +523,9 @@ func fleetFailLocal(t *testing.T, srv *fleetServer, rep *fleetReport) {
 		"it is not known to the fallbacks, and what they admitted is not counted in Redis afterwards (a restart " +
 		"without persistence forgets the rest), as the README's FailLocal section says.")
 	rep.para("Recovery: from the parent's first PING answered after the restart (polled every 5 ms) to each process's " +
-		"first decision that went through Redis (a successful FCALL, not the fallback). Asserted: the median over the " +
-		"outages of the slowest process <= 100 ms. A negative figure is a process that got through before the parent's poll did.")
+		"first decision that went through Redis (a successful FCALL, not the fallback) after the parent ran redis-server " +
+		"again. Asserted: the median over the outages of the slowest process <= 100 ms. A negative figure is a process " +
+		"that got through before the parent's poll did.")
 	rep.table([]string{"outage", "per process (ms)", "slowest (ms)"}, rows)
 }
 

@@ -203,6 +203,18 @@ func runWorker(spec workerSpec) (res workerResult) {
 		return fail(err)
 	}
 
+	// Warm up, so that a run measures the key and not a cold start: a
+	// connection for every goroutine, and the library loaded (by one
+	// Take of a key no run checks).
+	var warm sync.WaitGroup
+	for range spec.Goroutines {
+		warm.Go(func() { c.Ping(context.Background()) })
+	}
+	warm.Wait()
+	if _, err := st.Take(context.Background(), "warm-up", set, 1); err != nil {
+		return fail(fmt.Errorf("warm-up: %v", err))
+	}
+
 	// Ready; wait for the go, then run until stdin closes.
 	ctx, cancel := context.WithTimeout(context.Background(), spec.Cap)
 	defer cancel()
@@ -217,6 +229,7 @@ func runWorker(spec workerSpec) (res workerResult) {
 		cancel()
 	}()
 
+	began := time.Now()
 	if spec.Driver == "notice" {
 		res.Notices, err = noticeRounds(ctx, st, spec.Key, set, spec.Rounds)
 		if err != nil {
@@ -265,7 +278,7 @@ func runWorker(spec workerSpec) (res workerResult) {
 					if errs <= 2 {
 						mu.Lock()
 						if len(res.ErrorSample) < 4 {
-							res.ErrorSample = append(res.ErrorSample, err.Error())
+							res.ErrorSample = append(res.ErrorSample, fmt.Sprintf("%v after the go: %v", time.Since(began).Round(time.Millisecond), err))
 						}
 						mu.Unlock()
 					}
