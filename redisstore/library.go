@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -97,19 +99,62 @@ func (s *Store) fcallOnce(ctx context.Context, fn string, ro bool, keys []string
 	// (a FUNCTION FLUSH, a restart): load it again until a call finds it,
 	// within the call's deadline, which fcall always sets.
 	for {
+		gen := s.loads.gen.Load()
 		v, err := call(ctx, fn, keys, args...).Int64Slice()
 		if err == nil || !redis.HasErrorPrefix(err, "Function not found") || ctx.Err() != nil {
 			return v, err
 		}
-		if err := s.load(ctx); err != nil {
+		if err := s.loads.load(ctx, gen, s.loadAll); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// load loads the library on the server, or on every master of a cluster,
-// replacing a library of the same version (the same code).
-func (s *Store) load(ctx context.Context) error {
+// loader makes the calls of one store that find the library missing load
+// it once between them: a load blocks the server for about a millisecond,
+// and a herd of callers each loading it after a restart would hold it for
+// as many.
+type loader struct {
+	mu      sync.Mutex
+	loading chan struct{} // closed when the load in flight ends; nil if none
+	gen     atomic.Uint64 // loads completed
+}
+
+// load runs loadAll unless a load completed since the failed call that
+// read gen was sent, or waits for the one in flight; either way the
+// caller then calls again.
+func (l *loader) load(ctx context.Context, gen uint64, loadAll func(context.Context) error) error {
+	l.mu.Lock()
+	if l.gen.Load() != gen {
+		l.mu.Unlock()
+		return nil
+	}
+	if c := l.loading; c != nil {
+		l.mu.Unlock()
+		select {
+		case <-c:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	c := make(chan struct{})
+	l.loading = c
+	l.mu.Unlock()
+	err := loadAll(ctx)
+	l.mu.Lock()
+	if err == nil {
+		l.gen.Add(1)
+	}
+	l.loading = nil
+	l.mu.Unlock()
+	close(c)
+	return err
+}
+
+// loadAll loads the library on the server, or on every master of a
+// cluster, replacing a library of the same version (the same code).
+func (s *Store) loadAll(ctx context.Context) error {
 	each := func(ctx context.Context, m *redis.Client) error {
 		return m.FunctionLoadReplace(ctx, library).Err()
 	}

@@ -33,6 +33,7 @@ type Store struct {
 	bounded  bool      // the client itself gives up at a context's deadline
 	refusals *refusals // nil when the cache is off
 	leases   *leases   // nil when leases are off
+	loads    loader    // of the library, when a server lacks it
 
 	clock func() time.Time // test hook: the functions' time; nil for TIME
 	local func() time.Time // the local clock of the refusal cache and leases
