@@ -97,20 +97,29 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if c.refusals > 0 {
 		s.refusals = newRefusals(c.refusals)
 	}
+	if err := s.start(c.leases); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// start makes what New's store owns: the fallback of FailLocal when none
+// was given, and the janitor of leases when they are on.
+func (s *Store) start(leases bool) error {
 	if s.policy == FailLocal && s.fallback == nil {
 		ms, err := ratelimit.NewMemoryStore(ratelimit.MemoryConfig{})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.fallback, s.owned = ms, true
 	}
-	if c.leases {
+	if leases {
 		s.leases = newLeases()
 		go s.janitor(s.stop, s.done)
 	} else {
 		close(s.done)
 	}
-	return s, nil
+	return nil
 }
 
 // honoursDeadlines reports whether client gives up a call at its context's
@@ -173,12 +182,19 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 	if ask != nil {
 		s.asked(ctx, key, set, ask, &t, ok, sent)
 	}
-	if ok {
-		if s.refusals != nil {
-			s.remember(key, set, cost, t.res, t.r1, sent, epoch)
-		}
-		return t.res, nil
+	if !ok {
+		return s.takeFailed(ctx, key, set, cost, err)
 	}
+	if s.refusals != nil {
+		s.remember(key, set, cost, t.res, t.r1, sent, epoch)
+	}
+	return t.res, nil
+}
+
+// takeFailed answers a Take whose call to Redis failed with err: ctx's
+// error if ctx ended, which is no failure of Redis; otherwise it counts
+// the failure and acts as the store's FailurePolicy says.
+func (s *Store) takeFailed(ctx context.Context, key string, set ratelimit.PolicySet, cost int, err error) (ratelimit.Result, error) {
 	if ctx.Err() != nil {
 		return ratelimit.Result{}, ctx.Err()
 	}
