@@ -185,7 +185,10 @@ func (l *lease) expire() *grant {
 
 // release gives back the unused slots of g for key.
 func (s *Store) release(ctx context.Context, key string, g *grant) {
-	args := s.args(g.set, 0, g.at.UnixMicro(), g.unused, g.marks)
+	args := append(s.args(g.set, 0, g.at.UnixMicro()), g.unused)
+	for _, m := range g.marks {
+		args = append(args, m)
+	}
 	if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, key, g.set, true), args); err != nil && ctx.Err() == nil {
 		s.fail(err)
 	}

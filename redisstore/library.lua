@@ -6,16 +6,18 @@
 
 -- The standard libraries are out of reach while a library loads (Redis
 -- 7.0): the first call takes what the functions use from them.
-local floor, min, max, format, match, spread
+local floor, min, max, format, match, spread, tonum
 local function init()
   floor, min, max = math.floor, math.min, math.max
-  format, match, spread = string.format, string.match, unpack
+  format, match, spread, tonum = string.format, string.match, unpack, tonumber
 end
 local TWO53 = 9007199254740992
 -- TOL: how far ahead of the clock a logged instant may lie and still be
 -- the store's own (another server's clock, or a lease's end); further is a
 -- clock that stepped back. Replaced by library.go.
 local TOL = 150000
+-- LEASE: the longest a lease lasts, in µs. Replaced by library.go.
+local LEASE = 50000
 
 -- dec prints an integer below 2^53 exactly: tostring keeps 14 digits.
 local function dec(x)
@@ -26,7 +28,7 @@ end
 
 -- num returns s as an integer in [0, 2^53), or nil if it is not one.
 local function num(s)
-  local x = tonumber(s)
+  local x = tonum(s)
   if x and x == floor(x) and x >= 0 and x < TWO53 then return x end
   return nil
 end
@@ -77,52 +79,60 @@ local function mulDivCeil(a, b, c)
   return q
 end
 
--- A call's context: the clock and the policies. ARGV:
+-- A call's context: the clock and the policies. KEYS: each policy's
+-- state, then (reset, refund, release) the marker. ARGV:
 --   [1] the time in µs to use instead of TIME, or '' (a test hook)
 --   [2] milliseconds to add to every expiry (a test hook)
 --   [3] cost
 --   [4] take: extra slots wanted for a lease; refund: the instant (µs);
 --       release: the lease's grant instant (µs)
---   [5] release: the lease's unused slots
---   [6..] policies, 4 arguments each: algorithm ('l' log, 'c' counter,
+--   [5..] policies, 3 arguments each: algorithm ('l' log, 'c' counter,
 --       'g' GCRA, 'p' calendar period), limit, window in µs (for 'p',
 --       the period's bounds: "start,end" around the caller's clock, then
---       the next period's end, as "start,end,next"), mark (release: the
---       lease's mark for the policy; '' otherwise)
-local function context(keys, args, ro)
-  if not floor then init() end
-  local c = {ro = ro, slack = tonumber(args[2]), cost = tonumber(args[3]), p = {}, bad = {}}
-  if args[1] == '' then
-    local t = redis.call('TIME')
-    c.now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  else
-    c.now = tonumber(args[1])
-  end
-  local np = (#args - 5) / 4
-  c.marker = keys[np + 1]
+--       the next period's end, as "start,end,next")
+--   release only, after the policies: the lease's unused slots, then
+--       each policy's mark for the lease
+-- count reads a small count: most are '0' or '1', which need no
+-- tonumber (a strtod in Redis's Lua).
+local function count(s)
+  if s == '0' then return 0 elseif s == '1' then return 1 end
+  return tonum(s)
+end
+
+local function clock(args)
+  if args[1] ~= '' then return tonum(args[1]) end
+  local t = redis.call('TIME')
+  return tonum(t[1]) * 1000000 + tonum(t[2])
+end
+
+local function context(keys, args, ro, np)
+  local c = {ro = ro, now = clock(args), slack = count(args[2]), cost = count(args[3]), x = tonum(args[4]), p = {}, marker = keys[np + 1]}
   for i = 1, np do
-    local j = 6 + 4 * (i - 1)
-    local q = {k = keys[i], algo = args[j], limit = tonumber(args[j + 1]), mark = num(args[j + 3])}
+    local j = 2 + 3 * i
+    local q = {k = keys[i], algo = args[j], limit = tonum(args[j + 1])}
     if q.algo == 'p' then
       local a, b, n = match(args[j + 2], '^(%d+),(%d+),(%d+)$')
-      q.pstart, q.pend, q.pnext = tonumber(a), tonumber(b), tonumber(n)
+      q.pstart, q.pend, q.pnext = tonum(a), tonum(b), tonum(n)
     else
-      q.w = tonumber(args[j + 2])
+      q.w = tonum(args[j + 2])
     end
     c.p[i] = q
   end
   return c
 end
 
--- ttl returns the milliseconds from now until deadline, rounded up, as
--- PEXPIRE and SET ... PX take them.
-local function ttl(c, deadline)
-  return dec(max(1, floor((deadline - c.now + 999) / 1000)) + c.slack)
+-- px returns the milliseconds from now until deadline, rounded up, as
+-- PEXPIRE and SET ... PX take them, plus slack.
+local function px(now, slack, deadline)
+  return dec(max(1, floor((deadline - now + 999) / 1000)) + slack)
 end
+
+local function ttl(c, deadline) return px(c.now, c.slack, deadline) end
 
 -- drop marks a key found holding what is not a valid state: it is read as
 -- empty, and deleted unless the call is read-only.
 local function drop(c, k)
+  c.bad = c.bad or {}
   c.bad[k] = true
   if not c.ro then redis.call('UNLINK', k) end
 end
@@ -171,9 +181,10 @@ local function push(k, s, n)
 end
 
 -- The algorithms. Each has load (read the state), prepare (bring it to
--- now), decide (does cost fit: ok, remaining, retry, reset, as the
--- memory store's algorithms answer, and room, how many more would fit),
--- and record (count n at now, with a lease of extra ending at lend; returns
+-- now), decide (does cost fit: ok, remaining, retry, as the memory
+-- store's algorithms answer, and room, how many more would fit), reset
+-- (the Reset of the memory store's answer, apart because an admission
+-- reports record's instead), and record (count n at now, with a lease of extra ending at lend; returns
 -- remaining, reset and the lease's mark). The states:
 --   log: a list of integer µs instants, ascending; RPUSH adds, LTRIM drops
 --     the head that left the window.
@@ -225,22 +236,22 @@ A.l = {
     if q.n > 0 then q.rec = max(now, min(q.newest, now + TOL)) end
   end,
   decide = function(c, q, cost)
-    local n, limit, now = q.n, q.limit, c.now
+    local n, limit = q.n, q.limit
     local room = limit - n - cost
-    -- A lowered limit may leave more instants than it: one more fits
-    -- once the n-limit+1 oldest have left.
-    local reset = 0
-    if n > limit then
-      reset = min(at(q.k, q.off + n - limit), now + TOL) + q.w - now
-    elseif n > 0 then
-      reset = q.head + q.w - now
-    end
-    if room >= 0 then return true, limit - n, 0, reset, room end
+    if room >= 0 then return true, limit - n, 0, room end
     -- The request fits once the oldest n+cost-limit instants have left.
     local j = n + cost - limit - 1
     local leave = q.head
-    if j > 0 then leave = min(at(q.k, q.off + j), now + TOL) end
-    return false, max(limit - n, 0), leave + q.w - now, reset, room
+    if j > 0 then leave = min(at(q.k, q.off + j), c.now + TOL) end
+    return false, max(limit - n, 0), leave + q.w - c.now, room
+  end,
+  reset = function(c, q)
+    local n, limit, now = q.n, q.limit, c.now
+    -- A lowered limit may leave more instants than it: one more fits
+    -- once the n-limit+1 oldest have left.
+    if n > limit then return min(at(q.k, q.off + n - limit), now + TOL) + q.w - now end
+    if n > 0 then return q.head + q.w - now end
+    return 0
   end,
   record = function(c, q, n, extra, lend)
     local k, now = q.k, c.now
@@ -277,51 +288,81 @@ A.l = {
   end,
 }
 
-local function gcraParams(q)
-  q.t = idiv(q.w + q.limit - 1, q.limit)
-  q.depth = q.limit * q.t
+-- GCRA on plain values, shared by A.g and takeGCRA: t is the emission
+-- interval, depth the bucket's (limit * t), tat the arrival time.
+local function gcraParams(limit, w)
+  local t = idiv(w + limit - 1, limit)
+  return t, limit * t
 end
 
-local function gcraReset(c, q, tat)
-  local now = c.now
+-- gcraLoad returns the arrival time k holds (nil for none), and whether
+-- k holds what is no valid state.
+local function gcraLoad(k)
+  local v = redis.pcall('GET', k)
+  if type(v) == 'table' then return nil, true end
+  if not v then return nil, false end
+  local tat = num(v)
+  return tat, tat == nil
+end
+
+local function gcraSet(k, tat, now, slack)
+  redis.call('SET', k, dec(tat), 'PX', px(now, slack, tat))
+end
+
+-- gcraNow brings the arrival time tat of k (nil for none) to now.
+local function gcraNow(k, tat, now, slack, depth, ro)
+  tat = max(tat or now, now)
+  if tat > now + depth + TOL then
+    -- The clock stepped back: the bucket is at most empty.
+    tat = now + depth
+    if not ro then gcraSet(k, tat, now, slack) end
+  end
+  return tat
+end
+
+local function gcraReset(now, tat, t, depth)
   if tat <= now then return 0 end
   -- The bucket holds less than nothing when the limit was lowered.
-  local r = max(idiv(now + q.depth - tat, q.t), 0)
-  return tat - q.depth + (r + 1) * q.t - now
+  local r = max(idiv(now + depth - tat, t), 0)
+  return tat - depth + (r + 1) * t - now
+end
+
+local function gcraDecide(now, tat, t, depth, cost)
+  local rem = max(idiv(now + depth - tat, t), 0)
+  local over = tat + cost * t - depth - now
+  if over > 0 then return false, rem, over, -1 end
+  return true, rem, 0, rem - cost
+end
+
+-- gcraRecord counts n at now in k: the new arrival time, remaining and
+-- reset.
+local function gcraRecord(k, tat, n, now, slack, t, depth)
+  tat = tat + n * t
+  gcraSet(k, tat, now, slack)
+  return tat, idiv(now + depth - tat, t), gcraReset(now, tat, t, depth)
 end
 
 A.g = {
   load = function(c, q)
-    local v = redis.pcall('GET', q.k)
-    if type(v) == 'table' then drop(c, q.k) elseif v then
-      q.tat = num(v)
-      if not q.tat then drop(c, q.k) end
-    end
+    local tat, bad = gcraLoad(q.k)
+    if bad then drop(c, q.k) end
+    q.tat = tat
   end,
   prepare = function(c, q)
-    gcraParams(q)
-    local now = c.now
-    q.tat = max(q.tat or now, now)
-    if q.tat > now + q.depth + TOL then
-      -- The clock stepped back: the bucket is at most empty.
-      q.tat = now + q.depth
-      if not c.ro then redis.call('SET', q.k, dec(q.tat), 'PX', ttl(c, q.tat)) end
-    end
+    q.t, q.depth = gcraParams(q.limit, q.w)
+    q.tat = gcraNow(q.k, q.tat, c.now, c.slack, q.depth, c.ro)
   end,
   decide = function(c, q, cost)
-    local now = c.now
-    local rem = max(idiv(now + q.depth - q.tat, q.t), 0)
-    local reset = gcraReset(c, q, q.tat)
-    local over = q.tat + cost * q.t - q.depth - now
-    if over > 0 then return false, rem, over, reset, -1 end
-    return true, rem, 0, reset, rem - cost
+    return gcraDecide(c.now, q.tat, q.t, q.depth, cost)
+  end,
+  reset = function(c, q)
+    return gcraReset(c.now, q.tat, q.t, q.depth)
   end,
   record = function(c, q, n, extra)
-    local tat = q.tat + (n + extra) * q.t
-    redis.call('SET', q.k, dec(tat), 'PX', ttl(c, tat))
+    local tat, rem, reset = gcraRecord(q.k, q.tat, n + extra, c.now, c.slack, q.t, q.depth)
     local mark = nil
     if extra > 0 then mark = tat end
-    return idiv(c.now + q.depth - tat, q.t), gcraReset(c, q, tat), mark
+    return rem, reset, mark
   end,
   -- refund gives back what of the requests' share has not refilled since
   -- t, at most: the share began at t or later.
@@ -329,7 +370,7 @@ A.g = {
     local give = min(cost * q.t, t + cost * q.t - c.now)
     if q.tat > c.now and give > 0 then
       local tat = q.tat - give
-      if tat > c.now then redis.call('SET', q.k, dec(tat), 'PX', ttl(c, tat)) else redis.call('UNLINK', q.k) end
+      if tat > c.now then gcraSet(q.k, tat, c.now, c.slack) else redis.call('UNLINK', q.k) end
     end
   end,
   -- release gives back the unused slots of a lease, the last of its
@@ -394,9 +435,11 @@ A.c = {
   decide = function(c, q, cost)
     local limit = q.limit
     local u = used(c, q)
-    local reset = counterReset(c, q, u)
-    if u + cost <= limit then return true, max(limit - u, 0), 0, reset, limit - u - cost end
-    return false, max(limit - u, 0), counterWait(c, q, limit, cost), reset, -1
+    if u + cost <= limit then return true, max(limit - u, 0), 0, limit - u - cost end
+    return false, max(limit - u, 0), counterWait(c, q, limit, cost), -1
+  end,
+  reset = function(c, q)
+    return counterReset(c, q, used(c, q))
   end,
   record = function(c, q, n, extra)
     q.cur = q.cur + n + extra
@@ -442,11 +485,13 @@ A.p = {
     q.w = e - q.start
   end,
   decide = function(c, q, cost)
-    local limit, now = q.limit, c.now
-    local reset = 0
-    if q.n > 0 then reset = q.pend - now end
-    if q.n + cost <= limit then return true, limit - q.n, 0, reset, limit - q.n - cost end
-    return false, max(limit - q.n, 0), q.pend - now, reset, -1
+    local limit = q.limit
+    if q.n + cost <= limit then return true, limit - q.n, 0, limit - q.n - cost end
+    return false, max(limit - q.n, 0), q.pend - c.now, -1
+  end,
+  reset = function(c, q)
+    if q.n > 0 then return q.pend - c.now end
+    return 0
   end,
   record = function(c, q, n, extra)
     q.n = q.n + n + extra
@@ -465,104 +510,140 @@ A.p = {
   end,
 }
 
--- run loads and prepares every policy of c and runs fn, starting over
--- without any log found holding a bad instant (which is dropped).
+-- prepared, run's protected body, loads and prepares every policy of c,
+-- then returns fn(c).
+local function prepared(c, fn)
+  for _, q in ipairs(c.p) do
+    if c.bad and c.bad[q.k] then q.n, q.off, q.tat, q.idx, q.start = 0, 0, nil, nil, nil else A[q.algo].load(c, q) end
+    A[q.algo].prepare(c, q)
+  end
+  return fn(c)
+end
+
+-- run runs fn on c prepared, starting over without any log found holding
+-- a bad instant (which is dropped).
 local function run(c, fn)
   while true do
-    local ok, res = pcall(function()
-      for _, q in ipairs(c.p) do
-        if c.bad[q.k] then q.n, q.off, q.tat, q.idx, q.start = 0, 0, nil, nil, nil else A[q.algo].load(c, q) end
-        A[q.algo].prepare(c, q)
-      end
-      return fn()
-    end)
+    local ok, res = pcall(prepared, c, fn)
     if ok then return res end
     if type(res) ~= 'table' or not res.bad then error(res) end
     drop(c, res.bad)
   end
 end
 
--- LEASE: the longest a lease lasts, in µs. Replaced by library.go.
-local LEASE = 50000
+-- lease returns the extra slots and the end of a lease for a request
+-- that leaves room more, want at most: at most an eighth of room, so
+-- that near the limit it shrinks to nothing; lend, the end, is in time
+-- for every window the lease counts in. No lease is worth less.
+local function lease(want, room, now, lend)
+  local extra = min(want, floor(room / 8))
+  if extra < 2 or lend - now < LEASE / 2 then return 0, 0 end
+  return extra, lend
+end
 
 -- take decides cost more requests for every policy and records them in
 -- all of them if all allow it, with a lease of up to ARGV[4] more slots
 -- when every policy has room for it. Reply: {now, allowed, r1, policy,
 -- remaining, retry, reset, lease slots, lease end, then each policy's
--- lease mark}: policy is the index (from 1) of the one reported, the
--- tightest, as ratelimit.Store describes it; r1 is 0 unless the set
--- refuses and would refuse a request of cost 1 now too: then the time
--- until one would fit, for the refusal cache.
+-- lease mark, when there is a lease}: policy is the index (from 1) of the
+-- one reported, the tightest, as ratelimit.Store describes it; r1 is 0
+-- unless the set refuses and would refuse a request of cost 1 now too:
+-- then the time until one would fit, for the refusal cache.
+local function takeAll(c)
+  local cost, allowed, room = c.cost, true, nil
+  for _, q in ipairs(c.p) do
+    local r
+    q.ok, q.rem, q.retry, r = A[q.algo].decide(c, q, cost)
+    if not q.ok then allowed = false end
+    room = min(room or r, r)
+  end
+  if not allowed then
+    local best, r1 = nil, 0
+    for i, q in ipairs(c.p) do
+      if not q.ok and (best == nil or q.retry > c.p[best].retry) then best = i end
+      local ok, retry = q.ok, q.retry
+      if cost > 1 then
+        local _
+        ok, _, retry = A[q.algo].decide(c, q, 1)
+      end
+      if not ok then r1 = max(r1, retry) end
+    end
+    local b = c.p[best]
+    return {c.now, 0, r1, best, b.rem, b.retry, A[b.algo].reset(c, b), 0, 0}
+  end
+  local lend = c.now + LEASE
+  for _, q in ipairs(c.p) do
+    if q.lend then lend = min(lend, q.lend) end
+  end
+  local extra
+  extra, lend = lease(c.x, room, c.now, lend)
+  local out = {c.now, 1, 0, 0, 0, 0, 0, extra, lend}
+  local best
+  for i, q in ipairs(c.p) do
+    local rem, reset, mark = A[q.algo].record(c, q, cost, extra, lend)
+    if best == nil or rem < out[5] or (rem == out[5] and reset > out[7]) then
+      best, out[5], out[7] = i, rem, reset
+    end
+    if extra > 0 then out[9 + i] = mark or 0 end
+  end
+  out[4] = best
+  return out
+end
+
+-- takeGCRA is take for a set of one GCRA policy, the common case, on
+-- locals instead of the general path's tables: the same steps, state and
+-- reply.
+local function takeGCRA(keys, args)
+  local now, slack, cost, want = clock(args), count(args[2]), count(args[3]), count(args[4])
+  local k = keys[1]
+  local t, depth = gcraParams(tonum(args[6]), tonum(args[7]))
+  local tat, bad = gcraLoad(k)
+  if bad then redis.call('UNLINK', k) end
+  tat = gcraNow(k, tat, now, slack, depth, false)
+  local ok, rem, retry, room = gcraDecide(now, tat, t, depth, cost)
+  if not ok then
+    local r1 = retry
+    if cost > 1 then -- a request of cost 1 may fit (retry 0) where cost do not
+      local _, _, retry1 = gcraDecide(now, tat, t, depth, 1)
+      r1 = retry1
+    end
+    return {now, 0, r1, 1, rem, retry, gcraReset(now, tat, t, depth), 0, 0}
+  end
+  local extra, lend = lease(want, room, now, now + LEASE)
+  local reset
+  tat, rem, reset = gcraRecord(k, tat, cost + extra, now, slack, t, depth)
+  if extra == 0 then return {now, 1, 0, 1, rem, 0, reset, 0, 0} end
+  return {now, 1, 0, 1, rem, 0, reset, extra, lend, tat}
+end
+
 local function take(keys, args)
-  local c = context(keys, args, false)
-  local cost, want = c.cost, tonumber(args[4])
-  return run(c, function()
-    local v = {}
-    local allowed, room = true, nil
-    for i, q in ipairs(c.p) do
-      local ok, rem, retry, reset, r = A[q.algo].decide(c, q, cost)
-      v[i] = {ok, rem, retry, reset}
-      if not ok then allowed = false end
-      room = min(room or r, r)
-    end
-    if not allowed then
-      local best, r1 = nil, 0
-      for i, q in ipairs(c.p) do
-        local x = v[i]
-        if not x[1] and (best == nil or x[3] > v[best][3]) then best = i end
-        local ok, retry = x[1], x[3]
-        if cost > 1 then
-          local o, _, r = A[q.algo].decide(c, q, 1)
-          ok, retry = o, r
-        end
-        if not ok then r1 = max(r1, retry) end
-      end
-      local x = v[best]
-      return {c.now, 0, r1, best, x[2], x[3], x[4], 0, 0}
-    end
-    -- A lease takes at most an eighth of what is left after the request,
-    -- so that near the limit it shrinks to nothing, and ends in time for
-    -- every window it counts in.
-    local extra, lend = min(want, floor(room / 8)), c.now + LEASE
-    for _, q in ipairs(c.p) do
-      if q.lend then lend = min(lend, q.lend) end
-    end
-    if extra < 2 or lend - c.now < LEASE / 2 then extra = 0 end
-    local out = {c.now, 1, 0, 0, 0, 0, 0, extra, 0}
-    local best
-    for i, q in ipairs(c.p) do
-      local rem, reset, mark = A[q.algo].record(c, q, cost, extra, lend)
-      if best == nil or rem < out[5] or (rem == out[5] and reset > out[7]) then
-        best, out[5], out[7] = i, rem, reset
-      end
-      out[9 + i] = mark or 0
-    end
-    out[4] = best
-    if extra > 0 then out[9] = lend end
-    return out
-  end)
+  if not floor then init() end
+  if #keys == 1 and args[5] == 'g' then return takeGCRA(keys, args) end
+  return run(context(keys, args, false, #keys), takeAll)
 end
 
 -- peek reports, without writing anything, whether one more request would
 -- fit now: {now, allowed, policy, remaining, retry, reset}.
-local function peek(keys, args)
-  local c = context(keys, args, true)
-  return run(c, function()
-    local best, bv = nil, nil
-    for i, q in ipairs(c.p) do
-      local ok, rem, retry, reset = A[q.algo].decide(c, q, 1)
-      local x = {ok, rem, retry, reset}
-      local tighter = bv == nil
-      if not tighter then
-        if ok ~= bv[1] then tighter = not ok
-        elseif not ok then tighter = retry > bv[3]
-        elseif rem ~= bv[2] then tighter = rem < bv[2]
-        else tighter = reset > bv[4] end
-      end
-      if tighter then best, bv = i, x end
+local function peekAll(c)
+  local best, bok, brem, bretry, breset
+  for i, q in ipairs(c.p) do
+    local ok, rem, retry = A[q.algo].decide(c, q, 1)
+    local reset = A[q.algo].reset(c, q)
+    local tighter = best == nil
+    if not tighter then
+      if ok ~= bok then tighter = not ok
+      elseif not ok then tighter = retry > bretry
+      elseif rem ~= brem then tighter = rem < brem
+      else tighter = reset > breset end
     end
-    return {c.now, bv[1] and 1 or 0, best, bv[2], bv[3], bv[4]}
-  end)
+    if tighter then best, bok, brem, bretry, breset = i, ok, rem, retry, reset end
+  end
+  return {c.now, bok and 1 or 0, best, brem, bretry, breset}
+end
+
+local function peek(keys, args)
+  if not floor then init() end
+  return run(context(keys, args, true, #keys), peekAll)
 end
 
 -- since reports whether requests counted at t may still be taken back: no
@@ -570,36 +651,44 @@ end
 -- of the latest).
 local function since(c, t)
   local m = redis.pcall('GET', c.marker)
-  local reset = type(m) == 'string' and tonumber(m)
+  local reset = type(m) == 'string' and tonum(m)
   return not reset or t > reset
 end
 
 -- refund takes back cost requests counted at the instant ARGV[4] from
 -- every policy whose window still holds it, unless the client was Reset
 -- since. Reply: {now}.
-local function refund(keys, args)
-  local c = context(keys, args, false)
-  local t = tonumber(args[4])
-  if not since(c, t) then return {c.now} end
-  return run(c, function()
-    for _, q in ipairs(c.p) do
-      if t <= c.now and (q.algo == 'p' or t > c.now - q.w) then A[q.algo].refund(c, q, c.cost, t) end
-    end
-    return {c.now}
-  end)
+local function refundAll(c)
+  local t = c.x
+  for _, q in ipairs(c.p) do
+    if t <= c.now and (q.algo == 'p' or t > c.now - q.w) then A[q.algo].refund(c, q, c.cost, t) end
+  end
+  return {c.now}
 end
 
--- release gives back the ARGV[5] unused slots of a lease granted at
--- ARGV[4], by each policy's mark, unless the client was Reset since.
--- Reply: {now}.
+local function refund(keys, args)
+  if not floor then init() end
+  local c = context(keys, args, false, #keys - 1)
+  if not since(c, c.x) then return {c.now} end
+  return run(c, refundAll)
+end
+
+-- release gives back the unused slots of a lease granted at ARGV[4], by
+-- each policy's mark, unless the client was Reset since. Reply: {now}.
+local function releaseAll(c)
+  for _, q in ipairs(c.p) do A[q.algo].release(c, q, c.unused) end
+  return {c.now}
+end
+
 local function release(keys, args)
-  local c = context(keys, args, false)
-  if not since(c, tonumber(args[4])) then return {c.now} end
-  local unused = tonumber(args[5])
-  return run(c, function()
-    for _, q in ipairs(c.p) do A[q.algo].release(c, q, unused) end
-    return {c.now}
-  end)
+  if not floor then init() end
+  local np = #keys - 1
+  local c = context(keys, args, false, np)
+  if not since(c, c.x) then return {c.now} end
+  local tail = 5 + 3 * np
+  c.unused = tonum(args[tail])
+  for i, q in ipairs(c.p) do q.mark = num(args[tail + i]) end
+  return run(c, releaseAll)
 end
 
 -- reset forgets the client's state under every policy of the set and
@@ -607,7 +696,8 @@ end
 -- set: a refund of a request counted until then changes nothing. Reply:
 -- {now}.
 local function reset(keys, args)
-  local c = context(keys, args, false)
+  if not floor then init() end
+  local c = context(keys, args, false, #keys - 1)
   local keep = 0
   for _, q in ipairs(c.p) do
     redis.call('UNLINK', q.k)

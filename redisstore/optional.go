@@ -21,7 +21,7 @@ func (s *Store) Peek(ctx context.Context, key string, set ratelimit.PolicySet) (
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Result{}, err
 	}
-	r, err := s.fcall(ctx, fnPeek, true, keys(s.prefix, key, set, false), s.args(set, 1, 0, 0, nil))
+	r, err := s.fcall(ctx, fnPeek, true, keys(s.prefix, key, set, false), s.args(set, 1, 0))
 	if err == nil {
 		if len(r) == 6 && r[2] >= 1 && r[2] <= int64(set.Len()) {
 			return result(set.At(int(r[2])-1), r[0], r[1] == 1, r[3], r[4], r[5]), nil
@@ -51,7 +51,7 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 		l.left = 0 // its slots went with the state, whatever its limits
 		l.mu.Unlock()
 	}
-	_, err := s.fcall(ctx, fnReset, false, keys(s.prefix, key, set, true), s.args(set, 1, 0, 0, nil))
+	_, err := s.fcall(ctx, fnReset, false, keys(s.prefix, key, set, true), s.args(set, 1, 0))
 	s.invalidate(key, set)
 	if err != nil {
 		return s.failed(ctx, err)
@@ -72,7 +72,7 @@ func (s *Store) Refund(ctx context.Context, key string, set ratelimit.PolicySet,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err := s.fcall(ctx, fnRefund, false, keys(s.prefix, key, set, true), s.args(set, cost, at.UnixMicro(), 0, nil))
+	_, err := s.fcall(ctx, fnRefund, false, keys(s.prefix, key, set, true), s.args(set, cost, at.UnixMicro()))
 	s.invalidate(key, set)
 	if err != nil {
 		return s.failed(ctx, err)

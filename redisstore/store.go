@@ -98,20 +98,29 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if c.refusals > 0 {
 		s.refusals = newRefusals(c.refusals)
 	}
+	if err := s.start(c.leases); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// start makes what New's store owns: the fallback of FailLocal when none
+// was given, and the janitor of leases when they are on.
+func (s *Store) start(leases bool) error {
 	if s.policy == FailLocal && s.fallback == nil {
 		ms, err := ratelimit.NewMemoryStore(ratelimit.MemoryConfig{})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.fallback, s.owned = ms, true
 	}
-	if c.leases {
+	if leases {
 		s.leases = newLeases()
 		go s.janitor(s.stop, s.done)
 	} else {
 		close(s.done)
 	}
-	return s, nil
+	return nil
 }
 
 // honoursDeadlines reports whether client gives up a call at its context's
@@ -163,7 +172,7 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 		want, ask = w, a
 	}
 	sent := s.mono()
-	reply, err := s.fcall(ctx, fnTake, false, keys(s.prefix, key, set, false), s.args(set, cost, int64(want), 0, nil))
+	reply, err := s.fcall(ctx, fnTake, false, keys(s.prefix, key, set, false), s.args(set, cost, int64(want)))
 	var t taken
 	ok := err == nil
 	if ok {
@@ -174,12 +183,19 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 	if ask != nil {
 		s.asked(ctx, key, set, ask, &t, ok, sent)
 	}
-	if ok {
-		if s.refusals != nil {
-			s.remember(key, set, cost, t.res, t.r1, sent, epoch)
-		}
-		return t.res, nil
+	if !ok {
+		return s.takeFailed(ctx, key, set, cost, err)
 	}
+	if s.refusals != nil {
+		s.remember(key, set, cost, t.res, t.r1, sent, epoch)
+	}
+	return t.res, nil
+}
+
+// takeFailed answers a Take whose call to Redis failed with err: ctx's
+// error if ctx ended, which is no failure of Redis; otherwise it counts
+// the failure and acts as the store's FailurePolicy says.
+func (s *Store) takeFailed(ctx context.Context, key string, set ratelimit.PolicySet, cost int, err error) (ratelimit.Result, error) {
 	if ctx.Err() != nil {
 		return ratelimit.Result{}, ctx.Err()
 	}
@@ -310,11 +326,11 @@ func sameLimits(a, b ratelimit.PolicySet) bool {
 }
 
 // args returns a function's ARGV for set (see library.lua): the header
-// (the clock, the expiry slack, cost, x and unused), then each policy's
-// algorithm, limit, window in µs and mark.
-func (s *Store) args(set ratelimit.PolicySet, cost int, x int64, unused int, marks []int64) []any {
-	a := make([]any, 5, 5+4*set.Len())
-	a[0], a[1], a[2], a[3], a[4] = "", "0", cost, x, unused
+// (the clock, the expiry slack, cost and x), then each policy's
+// algorithm, limit and window in µs. It leaves room for release's tail.
+func (s *Store) args(set ratelimit.PolicySet, cost int, x int64) []any {
+	a := make([]any, 4, 4+4*set.Len()+1)
+	a[0], a[1], a[2], a[3] = "", "0", cost, x
 	if s.clock != nil {
 		// The injected clock does not move with Redis's: keep keys an
 		// hour longer than they matter, so that none expires while a
@@ -324,10 +340,6 @@ func (s *Store) args(set ratelimit.PolicySet, cost int, x int64, unused int, mar
 	var now time.Time // for calendar periods, read once
 	for i := range set.Len() {
 		p := set.At(i)
-		mark := ""
-		if marks != nil {
-			mark = strconv.FormatInt(marks[i], 10)
-		}
 		var window any = micros(p.Window)
 		if p.Window == 0 { // a calendar period
 			if now.IsZero() {
@@ -338,7 +350,7 @@ func (s *Store) args(set ratelimit.PolicySet, cost int, x int64, unused int, mar
 			}
 			window = periodBounds(p, now)
 		}
-		a = append(a, algoCode(p.Algorithm), p.Limit, window, mark)
+		a = append(a, algoCode(p.Algorithm), p.Limit, window)
 	}
 	return a
 }
@@ -383,7 +395,8 @@ type taken struct {
 }
 
 // decodeTake turns the take function's reply into a taken: {now, allowed,
-// r1, policy, remaining, retry, reset, lease slots, lease end, marks...}.
+// r1, policy, remaining, retry, reset, lease slots, lease end, then the
+// marks when there is a lease}.
 func decodeTake(set ratelimit.PolicySet, reply []int64) (taken, bool) {
 	n := set.Len()
 	if len(reply) < 9 || reply[3] < 1 || reply[3] > int64(n) || reply[7] > 0 && len(reply) != 9+n {
