@@ -29,9 +29,12 @@ import (
 // Why no window ever holds more than the limit: a decision anywhere counts
 // every slot granted before it, and a lease's slots are used after it was
 // granted and before it ends. The sliding log records the slots at the
-// lease's end, so that each request is logged at or after the instant it
-// was admitted: it counts for at least as long as it should, and its slot
-// frees at most a lease's length late. GCRA counts them when granted, as a
+// lease's end, exactly maxLease after the grant (a set with a log takes no
+// lease that must end sooner), so that each request is logged at or after
+// the instant it was admitted: it counts for at least as long as it
+// should, and its slot frees at most a lease's length late. A request
+// admitted from a lease reports the grant as its At, and a Refund at that
+// instant finds its slot maxLease later, from any process. GCRA counts them when granted, as a
 // burst at that instant, which the bucket allowed; the counter and
 // calendar periods count them in the window the lease ends in, which is
 // the one they are used in. Giving back what was not used follows the

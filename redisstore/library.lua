@@ -277,11 +277,15 @@ A.l = {
     return q.limit - q.n - n - extra, head + q.w - now, mark
   end,
   -- refund removes cost instants equal to t, the newest first: the very
-  -- ones counted at t. A request logged later than it was decided (at
-  -- the newest instant, ahead of the clock, or at a lease's end) is not
-  -- found, and stays counted, which never frees a slot too soon.
+  -- ones counted at t; then, for requests a lease granted at t admitted,
+  -- instants equal to t + LEASE, where the lease's slots are. A request
+  -- logged later than it was decided otherwise (at the newest instant,
+  -- ahead of the clock) is not found, and stays counted, which never frees
+  -- a slot too soon.
   refund = function(c, q, cost, t)
-    if q.n > 0 then redis.call('LREM', q.k, -cost, dec(t)) end
+    if q.n == 0 then return end
+    local n = redis.call('LREM', q.k, -cost, dec(t))
+    if n < cost then redis.call('LREM', q.k, n - cost, dec(t + LEASE)) end
   end,
   release = function(c, q, unused)
     if q.mark and q.mark > c.now - q.w then redis.call('LREM', q.k, -unused, dec(q.mark)) end
@@ -571,10 +575,18 @@ local function takeAll(c)
     local b = c.p[best]
     return {c.now, 0, r1, best, b.rem, b.retry, A[b.algo].reset(c, b), 0, 0}
   end
-  local lend = c.now + LEASE
+  -- A log records a lease's slots at exactly now + LEASE, so that a refund
+  -- of a request the lease admitted, which reports now, knows where they
+  -- are: with a log in the set, a lease that cannot end then is none.
+  local lend, log = c.now + LEASE, false
   for _, q in ipairs(c.p) do
     if q.lend then lend = min(lend, q.lend) end
+    if q.algo == 'l' then
+      log = true
+      if q.rec > c.now + LEASE then lend = c.now end
+    end
   end
+  if log and lend ~= c.now + LEASE then lend = c.now end
   local extra
   extra, lend = lease(c.x, room, c.now, lend)
   local out = {c.now, 1, 0, 0, 0, 0, 0, extra, lend}

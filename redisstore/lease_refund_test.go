@@ -1,0 +1,72 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/redisstore"
+)
+
+// TestRefundLeased refunds requests a lease admitted. Such a request
+// reports the lease's grant as At, the instant Redis counted it, but a
+// sliding log records a lease's slots at the lease's end, up to a lease's
+// length later: a refund must find them there too, or it is lost (found
+// by the fleet proof: refunding two such requests took back one). The
+// counter and calendar periods count a lease in the window it is granted
+// in, and are the control.
+func TestRefundLeased(t *testing.T) {
+	for _, a := range []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.SlidingWindowCounter, ratelimit.Daily} {
+		t.Run(a.String(), func(t *testing.T) {
+			ctx := context.Background()
+			c := sharedClient(t)
+			leased, p := newStore(t, c, redisstore.WithLeases(true))
+			plain, err := redisstore.New(c, redisstore.WithPrefix(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { plain.Close() })
+			window := time.Minute
+			if a == ratelimit.Daily {
+				window = 0
+			}
+			set := policySet(t, ratelimit.Policy{Name: "p", Limit: 100, Window: window, Algorithm: a})
+			// A request whose At an earlier one reported came from a lease:
+			// the first of an instant asked for it.
+			var fromLease []ratelimit.Result
+			seen := map[time.Time]bool{}
+			for i := 0; i < 20 && len(fromLease) < 3; i++ {
+				r, err := leased.Take(ctx, "k", set, 1)
+				if err != nil || !r.Allowed {
+					t.Fatalf("take %d: %+v, %v", i, r, err)
+				}
+				if seen[r.At] {
+					fromLease = append(fromLease, r)
+				}
+				seen[r.At] = true
+			}
+			if len(fromLease) < 2 {
+				t.Fatalf("%d requests admitted from a lease, want at least 2", len(fromLease))
+			}
+			leased.Close() // gives back the lease's unused slots
+			before, err := plain.Peek(ctx, "k", set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range fromLease {
+				if err := plain.Refund(ctx, "k", set, 1, r.At); err != nil {
+					t.Fatal(err)
+				}
+			}
+			after, err := plain.Peek(ctx, "k", set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := before.Remaining + len(fromLease); after.Remaining != want {
+				t.Errorf("refunded %d requests a lease admitted: remaining %d, want %d (was %d)",
+					len(fromLease), after.Remaining, want, before.Remaining)
+			}
+		})
+	}
+}
