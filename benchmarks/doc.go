@@ -6,7 +6,7 @@
 // RESULTS.md beside this file; see that file for the workloads and how to
 // read the figures.
 //
-// TestFleet is the fleet proof of redisstore (issue 24): 4 processes of
+// TestFleet is the fleet proof of redisstore: 4 processes of
 // 16 goroutines on a private redis-server, every admission checked
 // against its algorithm's bound, through disruptions, FailLocal and a
 // Reset seen elsewhere, with the server's cost beside redis_rate's. It

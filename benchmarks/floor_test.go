@@ -21,11 +21,11 @@ import (
 //     pointer to the rest of the log, with no lock of its own.
 //   - mutex+instant+log: that, with a lock per key, so that different
 //     keys never wait on each other.
-//   - ratelimit: the memory store's layout, which differs in its map: the
-//     map is keyed by a 64-bit hash of the key and its policy set (so that
-//     lookups and growth never read a key's bytes), and the 64-byte entry
-//     holds the key, its set, a lock, the log's pointer and instant, its
-//     head and length, and whether it was dropped.
+//   - ratelimit: the memory store's layout: the map is keyed by the
+//     policy's number in the store, ':' and the key ("0:apikey:client-N"),
+//     and the 48-byte entry holds a lock, the instants it was last decided
+//     at and before which refunds are refused, and the log's instant,
+//     ring pointer, length and head.
 func BenchmarkMemoryFloor(b *testing.B) {
 	// The fields are blank: only their sizes and pointers count.
 	type instantLog struct {
@@ -38,14 +38,13 @@ func BenchmarkMemoryFloor(b *testing.B) {
 		_ *byte
 	}
 	type entry struct {
-		_   sync.Mutex
-		_   *byte // ring
-		_   int64 // instant, or the ring's base
-		_   int32 // head
-		_   int32 // length
-		_   bool  // dropped
-		key string
-		_   *byte // the policy set
+		_ sync.Mutex
+		_ int64 // seen
+		_ int64 // since
+		_ int64 // the instant
+		_ *byte // the ring
+		_ int32 // length
+		_ int32 // head
 	}
 	for _, prefix := range []string{"", "apikey:"} {
 		b.Run("prefix="+prefix, func(b *testing.B) {
@@ -53,8 +52,8 @@ func BenchmarkMemoryFloor(b *testing.B) {
 			b.Run("layout=instant+log", func(b *testing.B) { floor[instantLog](b, prefix) })
 			b.Run("layout=mutex+instant+log", func(b *testing.B) { floor[mutexInstantLog](b, prefix) })
 			b.Run("layout=ratelimit", func(b *testing.B) {
-				fill(b, prefix, make([]map[uint64]*entry, shards), func(ms []map[uint64]*entry, h uint64, k string) {
-					ms[h&(shards-1)][h] = &entry{key: k}
+				fill(b, prefix, make([]map[string]*entry, shards), func(ms []map[string]*entry, h uint64, k string) {
+					ms[h&(shards-1)]["0:"+k] = new(entry)
 				})
 			})
 		})

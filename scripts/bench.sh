@@ -66,6 +66,12 @@ echo "bench.sh: redisstore: TestRefusalCacheFlood, BenchmarkRefused" >&2
 	go test -count=1 -run '^TestRefusalCacheFlood$' -v . &&
 	go test -run '^$' -bench '^BenchmarkRefused$' -benchtime 2000x -count "$COUNT" .) > "$out/redis.txt" 2>&1 || echo "(Redis unavailable: skipped)" >> "$out/redis.txt"
 
+# The fleet proof: 4 processes on a redis-server of its own, beside
+# redis_rate (see benchmarks/fleet_test.go), about two minutes.
+echo "bench.sh: FLEET=1 go test -run '^TestFleet$'" >&2
+(cd "$root/benchmarks" &&
+	FLEET=1 FLEET_OUT="$out/fleet.md" go test -count=1 -run '^TestFleet$' -timeout 15m .) > "$out/fleet.txt" 2>&1 || failed=1
+
 ratios() { go run ./internal/ratios "$@"; }
 stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; }
 
@@ -114,7 +120,7 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	echo "to a pointer, and what it points at (see \`floor_test.go\`). \`int64\` is"
 	echo "throttled's layout; \`mutex+instant+log\` is the least an exact log with a"
 	echo "lock per key can be; \`ratelimit\` is the memory store's layout, a map keyed"
-	echo "by a hash of the key and its policy set to a 64-byte entry that holds both."
+	echo "by the policy's number and the key to a 48-byte entry."
 	echo
 	echo "| key | layout | B/key |"
 	echo "|---|---|---:|"
@@ -151,6 +157,17 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	echo '```'
 	grep -E 'script calls|^Benchmark|skipped' "$out/redis.txt"
 	echo '```'
+	echo
+	if [[ -s $out/fleet.md ]]; then
+		# Its headings one level down, under this file's own.
+		sed -e 's/^## /### /' -e 's/^# .*/## redisstore across a fleet/' "$out/fleet.md"
+	else
+		echo "## redisstore across a fleet"
+		echo
+		echo '```'
+		tail -20 "$out/fleet.txt"
+		echo '```'
+	fi
 	for f in main newkey memory; do
 		echo
 		echo "## benchstat: $f"
