@@ -7,6 +7,7 @@ import (
 
 	"github.com/slidelog/ratelimit"
 	"github.com/slidelog/ratelimit/redisstore"
+	"github.com/slidelog/ratelimit/storetest"
 )
 
 // TestRefundLeased refunds requests a lease admitted. Such a request
@@ -68,5 +69,45 @@ func TestRefundLeased(t *testing.T) {
 					len(fromLease), after.Remaining, want, before.Remaining)
 			}
 		})
+	}
+}
+
+// TestRefundLeasedNearWindowEnd refunds every request admitted under a
+// set of a log and a counter 40 ms before the counter's window ends, on a
+// clock that stands still, with leases on: a lease there would have to
+// end with the counter's window, sooner than a lease's length, and the
+// log's slots would then lie where a refund does not look. A set with a
+// log takes no such lease, so the refunds give the whole quota back.
+func TestRefundLeasedNearWindowEnd(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	clk := storetest.Clock{}
+	clk.Set(time.Date(2026, 3, 1, 12, 1, 0, 0, time.UTC).Add(-40 * time.Millisecond)) // minutes align windows
+	leased, p := clockedStore(t, c, &clk, redisstore.WithLeases(true))
+	plain, err := redisstore.New(c, redisstore.WithPrefix(p), redisstore.WithScriptClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	set := policySet(t,
+		ratelimit.Policy{Name: "log", Limit: 100, Window: time.Hour},
+		ratelimit.Policy{Name: "counter", Limit: 100, Window: time.Minute, Algorithm: counter},
+	)
+	var admitted []ratelimit.Result
+	for i := range 20 {
+		r, err := leased.Take(ctx, "k", set, 1)
+		if err != nil || !r.Allowed {
+			t.Fatalf("take %d: %+v, %v", i, r, err)
+		}
+		admitted = append(admitted, r)
+	}
+	leased.Close()
+	for _, r := range admitted {
+		if err := plain.Refund(ctx, "k", set, 1, r.At); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := plain.Peek(ctx, "k", set); err != nil || r.Remaining != 100 {
+		t.Errorf("after refunding all %d: %+v, %v; want 100 remaining", len(admitted), r, err)
 	}
 }
