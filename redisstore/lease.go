@@ -34,10 +34,10 @@ import (
 // the instant it was admitted: it counts for at least as long as it
 // should, and its slot frees at most a lease's length late. A request
 // admitted from a lease reports the grant as its At, and a Refund at that
-// instant finds its slot maxLease later, from any process. GCRA counts them when granted, as a
-// burst at that instant, which the bucket allowed; the counter and
-// calendar periods count them in the window the lease ends in, which is
-// the one they are used in. Giving back what was not used follows the
+// instant finds its slot maxLease later, from any process. GCRA counts
+// them when granted, as a burst at that instant, which the bucket
+// allowed; the counter and calendar periods count them in the window the
+// lease ends in, which is the one they are used in. Giving back what was not used follows the
 // refund rules: the log removes the lease's own instants, GCRA gives back
 // what of their shares has not refilled, and nothing is given back after a
 // Reset.
@@ -186,14 +186,20 @@ func (l *lease) expire() *grant {
 	return g
 }
 
-// release gives back the unused slots of g for key.
-func (s *Store) release(ctx context.Context, key string, g *grant) {
-	args := append(s.args(g.set, 0, g.at.UnixMicro()), g.unused)
-	for _, m := range g.marks {
-		args = append(args, m)
-	}
-	if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, key, g.set, true), args); err != nil && ctx.Err() == nil {
-		s.fail(err)
+// release gives back the unused slots of each of grants for key, skipping
+// nil ones.
+func (s *Store) release(ctx context.Context, key string, grants ...*grant) {
+	for _, g := range grants {
+		if g == nil {
+			continue
+		}
+		args := append(s.args(g.set, 0, g.at.UnixMicro()), g.unused)
+		for _, m := range g.marks {
+			args = append(args, m)
+		}
+		if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, key, g.set, true), args); err != nil && ctx.Err() == nil {
+			s.fail(err)
+		}
 	}
 }
 

@@ -218,11 +218,7 @@ func (s *Store) leased(ctx context.Context, key string, set ratelimit.PolicySet,
 		l, stale := s.leases.of(key, set)
 		res, ok, wait, want, ask, give := l.admit(cost, s.mono())
 		l.mu.Unlock()
-		for _, g := range [...]*grant{stale, give} {
-			if g != nil {
-				s.release(ctx, key, g)
-			}
-		}
+		s.release(ctx, key, stale, give)
 		if wait == nil {
 			return res, ok, want, ask, nil
 		}
@@ -243,11 +239,7 @@ func (s *Store) asked(ctx context.Context, key string, set ratelimit.PolicySet, 
 	l, stale := s.leases.of(key, set)
 	give := l.done(ask, t, sent, s.mono())
 	l.mu.Unlock()
-	for _, g := range [...]*grant{stale, give} {
-		if g != nil {
-			s.release(ctx, key, g)
-		}
-	}
+	s.release(ctx, key, stale, give)
 }
 
 // remember updates the refusal cache with the decision res of a request
