@@ -397,8 +397,9 @@ func (sh *shard) forget(name string, e *entry, at int64) {
 // holds sh.mu.
 func (s *memoryStore) sweep(sh *shard, now int64) {
 	next := int64(math.MaxInt64)
+	ps := s.catalog.all() // numbers every entry of sh, which the caller holds
 	for name, e := range sh.m {
-		p := s.catalog.policy(name)
+		p := policyOf(ps, name)
 		e.mu.Lock()
 		if at := algorithmOf(p.Algorithm).idleAt(&e.st, p); at <= now {
 			sh.forget(name, e, e.seen) // idle, but a clock stepping back could reach it
@@ -516,9 +517,9 @@ func result(p *Policy, v verdict, now int64) Result {
 // share numbers, and so counts; the catalog grows with the IDs, which
 // name quotas whatever their limits, not with the sets.
 type catalog struct {
-	byID     sync.Map // set ID -> []string, the prefix of each of its policies
 	mu       sync.Mutex
-	policies []*Policy // by number: the policy of the first set of its ID
+	byID     map[string][]string // set ID -> the prefix of each of its policies
+	policies []*Policy           // by number: the policy of the first set of its ID
 }
 
 // numbering is the prefixes a catalog gave the policies of a set.
@@ -532,30 +533,36 @@ func (c *catalog) names(ps *policySet) []string {
 	if n := ps.numbered.Load(); n != nil && n.by == c {
 		return n.names
 	}
-	if v, ok := c.byID.Load(ps.id); ok {
-		ps.numbered.CompareAndSwap(nil, &numbering{c, v.([]string)})
-		return v.([]string)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if v, ok := c.byID.Load(ps.id); ok {
-		return v.([]string)
+	names, ok := c.byID[ps.id]
+	if !ok {
+		names = make([]string, len(ps.policies))
+		for i := range ps.policies {
+			names[i] = strconv.Itoa(len(c.policies)) + ":"
+			c.policies = append(c.policies, &ps.policies[i])
+		}
+		if c.byID == nil {
+			c.byID = make(map[string][]string)
+		}
+		c.byID[ps.id] = names
 	}
-	names := make([]string, len(ps.policies))
-	for i := range ps.policies {
-		names[i] = strconv.Itoa(len(c.policies)) + ":"
-		c.policies = append(c.policies, &ps.policies[i])
-	}
-	c.byID.Store(ps.id, names)
 	ps.numbered.CompareAndSwap(nil, &numbering{c, names})
 	return names
 }
 
-// policy returns the policy an entry named name counts for: its limit
-// may be another set's of the same ID, its window and algorithm not.
-func (c *catalog) policy(name string) *Policy {
-	n, _ := strconv.Atoi(name[:strings.IndexByte(name, ':')])
+// all returns the policies by number: those of every entry made before
+// the call (the slice only grows).
+func (c *catalog) all() []*Policy {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.policies[n]
+	return c.policies
+}
+
+// policyOf returns the policy the entry named name counts for, of the
+// numbered policies ps: its limit may be another set's of the same ID,
+// its window and algorithm not.
+func policyOf(ps []*Policy, name string) *Policy {
+	n, _ := strconv.Atoi(name[:strings.IndexByte(name, ':')])
+	return ps[n]
 }

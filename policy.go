@@ -29,6 +29,57 @@ type Policy struct {
 	Location  *time.Location
 }
 
+// Period returns the calendar period of p that holds t, as stores count
+// it: from midnight of its first day in p.Location (UTC if nil), weeks
+// from Monday; periods are computed with time.Date, so that a day of a
+// change of daylight saving time has its 23 or 25 hours. For a policy of
+// a rolling window, it returns the window that ends at t.
+func (p Policy) Period(t time.Time) (start, end time.Time) {
+	if !isCalendar(p.Algorithm) {
+		return t.Add(-p.Window), t
+	}
+	loc := p.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	y, m, d := t.In(loc).Date()
+	switch p.Algorithm {
+	case Daily:
+		return time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+	case Weekly:
+		d -= (int(t.In(loc).Weekday()) + 6) % 7 // back to Monday
+		return time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+7, 0, 0, 0, 0, loc)
+	}
+	return time.Date(y, m, 1, 0, 0, 0, 0, loc), time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
+}
+
+// isCalendar reports whether a counts per calendar period.
+func isCalendar(a Algorithm) bool { return a == Daily || a == Weekly || a == Monthly }
+
+// windowOf returns the window p counts in at the instant now: its Window,
+// or the length of its calendar period then.
+func windowOf(p *Policy, now int64) time.Duration {
+	if !isCalendar(p.Algorithm) {
+		return p.Window
+	}
+	start, end := period(p, now)
+	return time.Duration(end - start)
+}
+
+// nominalWindow returns the window RateLimit-Policy announces for p: its
+// Window, or a calendar period's usual length (a month's is 30 days).
+func nominalWindow(p *Policy) time.Duration {
+	switch p.Algorithm {
+	case Daily:
+		return 24 * time.Hour
+	case Weekly:
+		return 7 * 24 * time.Hour
+	case Monthly:
+		return 30 * 24 * time.Hour
+	}
+	return p.Window
+}
+
 // maxWindow bounds a Policy's window: two years, far beyond any rate
 // limit's, so that sums of instants and windows never overflow.
 const maxWindow = 2 * 365 * 24 * time.Hour
