@@ -384,74 +384,93 @@ A.g = {
   end,
 }
 
-local function counterSet(c, q)
-  redis.call('SET', q.k, dec(q.idx) .. ':' .. dec(q.cur) .. ':' .. dec(q.prev), 'PX', ttl(c, q.idx * q.w + 2 * q.w))
+-- The window counter on plain values, shared by A.c and takeCounter: idx
+-- is the fixed window's start over the window w, cur its count and prev
+-- the previous window's.
+local function counterSet(k, idx, cur, prev, w, now, slack)
+  redis.call('SET', k, dec(idx) .. ':' .. dec(cur) .. ':' .. dec(prev), 'PX', px(now, slack, idx * w + 2 * w))
 end
 
--- used returns a counter's estimate of the rolling window's count.
-local function used(c, q)
-  local e = min(max(c.now - q.start, 0), q.w)
-  return q.cur + mulDivCeil(q.prev, q.w - e, q.w)
+-- counterLoad returns the window and counts k holds (nil for none), and
+-- whether k holds what is no valid state.
+local function counterLoad(k)
+  local v = redis.pcall('GET', k)
+  if type(v) == 'table' then return nil, 0, 0, true end
+  if not v then return nil, 0, 0, false end
+  local a, b, d = match(v, '^(%d+):(%d+):(%d+)$')
+  a, b, d = num(a), num(b), num(d)
+  if a and b and d then return a, b, d, false end
+  return nil, 0, 0, true
+end
+
+-- counterRoll moves the counts to now's fixed window; moved reports a
+-- clock that stepped back, whose counts move to now's window and are to
+-- be written.
+local function counterRoll(idx, cur, prev, w, now)
+  local widx = idiv(now, w)
+  if idx == nil or idx < widx - 1 then return widx, 0, 0, false end
+  if idx == widx - 1 then return widx, 0, cur, false end
+  if idx > widx and idx * w - now > TOL then return widx, cur, prev, true end
+  return idx, cur, prev, false
+end
+
+-- used returns a counter's estimate of the rolling window's count, the
+-- fixed window having begun at start.
+local function used(now, start, w, cur, prev)
+  local e = min(max(now - start, 0), w)
+  return cur + mulDivCeil(prev, w - e, w)
 end
 
 -- counterWait returns how long until cost more requests fit a counter
 -- under limit; they do not now.
-local function counterWait(c, q, limit, cost)
-  local w = q.w
-  local e = c.now - q.start
-  local k = limit - q.cur - cost
-  if k >= 0 then return w - e - mulDivFloor(k, w, q.prev) end
-  return w - e + max(0, w - mulDivFloor(limit - cost, w, q.cur))
+local function counterWait(now, start, w, cur, prev, limit, cost)
+  local e = now - start
+  local k = limit - cur - cost
+  if k >= 0 then return w - e - mulDivFloor(k, w, prev) end
+  return w - e + max(0, w - mulDivFloor(limit - cost, w, cur))
 end
 
 -- counterReset returns how long until one more request fits a counter
 -- than fits now, u being its estimate: until the estimate drops by one,
 -- or, above the limit (the limit was lowered), to one below it.
-local function counterReset(c, q, u)
+local function counterReset(now, start, w, cur, prev, limit, u)
   if u == 0 then return 0 end
-  return counterWait(c, q, min(u, q.limit), 1)
+  return counterWait(now, start, w, cur, prev, min(u, limit), 1)
+end
+
+local function counterDecide(now, start, w, cur, prev, limit, cost)
+  local u = used(now, start, w, cur, prev)
+  if u + cost <= limit then return true, max(limit - u, 0), 0, limit - u - cost end
+  return false, max(limit - u, 0), counterWait(now, start, w, cur, prev, limit, cost), -1
 end
 
 A.c = {
   load = function(c, q)
-    local v = redis.pcall('GET', q.k)
-    if type(v) == 'table' then drop(c, q.k) elseif v then
-      local a, b, d = match(v, '^(%d+):(%d+):(%d+)$')
-      a, b, d = num(a), num(b), num(d)
-      if a and b and d then q.idx, q.cur, q.prev = a, b, d else drop(c, q.k) end
-    end
+    local bad
+    q.idx, q.cur, q.prev, bad = counterLoad(q.k)
+    if bad then drop(c, q.k) end
   end,
   prepare = function(c, q)
-    local w = q.w
-    local widx = idiv(c.now, w)
-    if q.idx == nil or q.idx < widx - 1 then
-      q.idx, q.cur, q.prev = widx, 0, 0
-    elseif q.idx == widx - 1 then
-      q.idx, q.cur, q.prev = widx, 0, q.cur
-    elseif q.idx > widx and q.idx * w - c.now > TOL then
-      -- The clock stepped back: move the counts to now's window.
-      q.idx = widx
-      if not c.ro then counterSet(c, q) end
-    end
-    q.start = q.idx * w
-    q.lend = q.start + w -- a lease ends with the window it counts in
+    local moved
+    q.idx, q.cur, q.prev, moved = counterRoll(q.idx, q.cur, q.prev, q.w, c.now)
+    if moved and not c.ro then counterSet(q.k, q.idx, q.cur, q.prev, q.w, c.now, c.slack) end
+    q.start = q.idx * q.w
+    q.lend = q.start + q.w -- a lease ends with the window it counts in
   end,
   decide = function(c, q, cost)
-    local limit = q.limit
-    local u = used(c, q)
-    if u + cost <= limit then return true, max(limit - u, 0), 0, limit - u - cost end
-    return false, max(limit - u, 0), counterWait(c, q, limit, cost), -1
+    return counterDecide(c.now, q.start, q.w, q.cur, q.prev, q.limit, cost)
   end,
   reset = function(c, q)
-    return counterReset(c, q, used(c, q))
+    local u = used(c.now, q.start, q.w, q.cur, q.prev)
+    return counterReset(c.now, q.start, q.w, q.cur, q.prev, q.limit, u)
   end,
   record = function(c, q, n, extra)
     q.cur = q.cur + n + extra
-    counterSet(c, q)
+    counterSet(q.k, q.idx, q.cur, q.prev, q.w, c.now, c.slack)
     local mark = nil
     if extra > 0 then mark = q.idx end
-    local u = used(c, q)
-    return max(q.limit - u, 0), counterReset(c, q, u), mark
+    local u = used(c.now, q.start, q.w, q.cur, q.prev)
+    return max(q.limit - u, 0), counterReset(c.now, q.start, q.w, q.cur, q.prev, q.limit, u), mark
   end,
   refund = function(c, q, cost, t)
     if t >= q.start then
@@ -461,7 +480,7 @@ A.c = {
     else
       return
     end
-    if q.cur == 0 and q.prev == 0 then redis.call('UNLINK', q.k) else counterSet(c, q) end
+    if q.cur == 0 and q.prev == 0 then redis.call('UNLINK', q.k) else counterSet(q.k, q.idx, q.cur, q.prev, q.w, c.now, c.slack) end
   end,
   release = function(c, q, unused)
     if q.mark then A.c.refund(c, q, unused, q.mark * q.w) end
@@ -628,9 +647,40 @@ local function takeGCRA(keys, args)
   return {now, 1, 0, 1, rem, 0, reset, extra, lend, tat}
 end
 
+-- takeCounter is take for a set of one window counter, on locals as
+-- takeGCRA.
+local function takeCounter(keys, args)
+  local now, slack, cost, want = clock(args), count(args[2]), count(args[3]), count(args[4])
+  local k, limit, w = keys[1], tonum(args[6]), tonum(args[7])
+  local idx, cur, prev, bad = counterLoad(k)
+  if bad then redis.call('UNLINK', k) end
+  local moved
+  idx, cur, prev, moved = counterRoll(idx, cur, prev, w, now)
+  if moved then counterSet(k, idx, cur, prev, w, now, slack) end
+  local start = idx * w
+  local ok, rem, retry, room = counterDecide(now, start, w, cur, prev, limit, cost)
+  if not ok then
+    local r1 = retry
+    if cost > 1 then -- a request of cost 1 may fit where cost do not
+      local _, _, retry1 = counterDecide(now, start, w, cur, prev, limit, 1)
+      r1 = retry1
+    end
+    return {now, 0, r1, 1, rem, retry, counterReset(now, start, w, cur, prev, limit, used(now, start, w, cur, prev)), 0, 0}
+  end
+  local extra, lend = lease(want, room, now, min(now + LEASE, start + w))
+  cur = cur + cost + extra
+  counterSet(k, idx, cur, prev, w, now, slack)
+  local u = used(now, start, w, cur, prev)
+  rem = max(limit - u, 0)
+  local reset = counterReset(now, start, w, cur, prev, limit, u)
+  if extra == 0 then return {now, 1, 0, 1, rem, 0, reset, 0, 0} end
+  return {now, 1, 0, 1, rem, 0, reset, extra, lend, idx}
+end
+
 local function take(keys, args)
   if not floor then init() end
   if #keys == 1 and args[5] == 'g' then return takeGCRA(keys, args) end
+  if #keys == 1 and args[5] == 'c' then return takeCounter(keys, args) end
   return run(context(keys, args, false, #keys), takeAll)
 end
 
