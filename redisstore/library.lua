@@ -196,85 +196,111 @@ local A = {}
 
 -- The log's expiry moves in steps of a quarter window, so that a busy log
 -- pays a PEXPIRE once a quarter window, not on every write.
-local function quantum(q) return max(floor(q.w / 4), 1) end
+local function quantum(w) return max(floor(w / 4), 1) end
+
+-- The log on plain values, shared by A.l and takeLog: n instants from
+-- index off of list k, head the oldest and newest the newest.
+
+-- logLoad returns the length of log k, its oldest and newest instants,
+-- and whether k holds what is no log.
+local function logLoad(k)
+  local n = redis.pcall('LLEN', k)
+  if type(n) ~= 'number' then return 0, nil, nil, true end
+  if n == 0 then return 0, nil, nil, false end
+  local head = at(k, '0')
+  local newest = head
+  if n > 1 then newest = at(k, '-1') end
+  return n, head, newest, false
+end
+
+-- logPrepare brings log k to now: off, n and head once what has left the
+-- window is passed over (record trims it), and rec, the instant a request
+-- is recorded at. Unless ro, a clock that stepped back has the instants
+-- ahead of it rewritten as now, keeping counts and order, so that the
+-- window slides at once.
+local function logPrepare(k, n, head, newest, now, w, slack, ro)
+  if n > 0 and newest > now + TOL and not ro then
+    local keep = 0
+    if head <= now then keep = upto(k, 0, n, now) end
+    if keep > 0 then redis.call('LTRIM', k, '0', keep - 1) else redis.call('UNLINK', k) end
+    push(k, dec(now), n - keep)
+    redis.call('PEXPIRE', k, px(now, slack, (floor(now / quantum(w)) + 1) * quantum(w) + w))
+    newest = now
+    if keep == 0 then head = now end
+  end
+  local off, cut = 0, now - w
+  if n > 0 and head <= cut then
+    off = upto(k, 0, n, cut)
+    n = n - off
+    if n > 0 then head = at(k, off) end
+  end
+  -- An instant recorded now is never before the newest: the log stays
+  -- sorted, and a request recorded late only counts longer.
+  local rec = now
+  if n > 0 then rec = max(now, min(newest, now + TOL)) end
+  return off, n, head, newest, rec
+end
+
+local function logDecide(k, off, n, head, limit, w, now, cost)
+  local room = limit - n - cost
+  if room >= 0 then return true, limit - n, 0, room end
+  -- The request fits once the oldest n+cost-limit instants have left.
+  local j = n + cost - limit - 1
+  local leave = head
+  if j > 0 then leave = min(at(k, off + j), now + TOL) end
+  return false, max(limit - n, 0), leave + w - now, room
+end
+
+local function logReset(k, off, n, head, limit, w, now)
+  -- A lowered limit may leave more instants than it: one more fits
+  -- once the n-limit+1 oldest have left.
+  if n > limit then return min(at(k, off + n - limit), now + TOL) + w - now end
+  if n > 0 then return head + w - now end
+  return 0
+end
+
+-- logRecord logs cnt requests at rec and a lease's extra slots at lend:
+-- remaining, reset and the lease's mark.
+local function logRecord(k, off, n, head, newest, rec, limit, w, now, slack, cnt, extra, lend)
+  if off > 0 and n == 0 then
+    redis.call('UNLINK', k)
+  elseif off > 0 then
+    redis.call('LTRIM', k, off, '-1')
+  end
+  push(k, dec(rec), cnt)
+  local last, mark = rec, nil
+  if extra > 0 then
+    last = max(lend, rec)
+    mark = last
+    push(k, dec(last), extra)
+  end
+  local qt = quantum(w)
+  local b0 = floor(last / qt)
+  if n == 0 or floor(newest / qt) < b0 then
+    redis.call('PEXPIRE', k, px(now, slack, (b0 + 1) * qt + w))
+  end
+  if n == 0 then head = rec end
+  return limit - n - cnt - extra, head + w - now, mark
+end
 
 A.l = {
   load = function(c, q)
-    local n = redis.pcall('LLEN', q.k)
-    q.n, q.off = 0, 0
-    if type(n) ~= 'number' then drop(c, q.k) elseif n > 0 then
-      q.n = n
-      q.head = at(q.k, '0')
-      q.newest = q.head
-      if n > 1 then q.newest = at(q.k, '-1') end
-    end
+    local bad
+    q.n, q.head, q.newest, bad = logLoad(q.k)
+    q.off = 0
+    if bad then drop(c, q.k) end
   end,
   prepare = function(c, q)
-    local now, k = c.now, q.k
-    if q.n > 0 and q.newest > now + TOL and not c.ro then
-      -- The clock stepped back: rewrite the instants ahead of it as now,
-      -- keeping counts and order, so that the window slides at once.
-      local keep = 0
-      if q.head <= now then keep = upto(k, 0, q.n, now) end
-      if keep > 0 then redis.call('LTRIM', k, '0', keep - 1) else redis.call('UNLINK', k) end
-      push(k, dec(now), q.n - keep)
-      redis.call('PEXPIRE', k, ttl(c, (floor(now / quantum(q)) + 1) * quantum(q) + q.w))
-      q.newest = now
-      if keep == 0 then q.head = now end
-    end
-    if q.n > 0 then
-      local cut = now - q.w
-      if q.head <= cut then
-        local n = upto(k, 0, q.n, cut)
-        q.off, q.n = n, q.n - n
-        if q.n > 0 then q.head = at(k, n) end
-      end
-    end
-    -- An instant recorded now is never before the newest: the log stays
-    -- sorted, and a request recorded late only counts longer.
-    q.rec = now
-    if q.n > 0 then q.rec = max(now, min(q.newest, now + TOL)) end
+    q.off, q.n, q.head, q.newest, q.rec = logPrepare(q.k, q.n, q.head, q.newest, c.now, q.w, c.slack, c.ro)
   end,
   decide = function(c, q, cost)
-    local n, limit = q.n, q.limit
-    local room = limit - n - cost
-    if room >= 0 then return true, limit - n, 0, room end
-    -- The request fits once the oldest n+cost-limit instants have left.
-    local j = n + cost - limit - 1
-    local leave = q.head
-    if j > 0 then leave = min(at(q.k, q.off + j), c.now + TOL) end
-    return false, max(limit - n, 0), leave + q.w - c.now, room
+    return logDecide(q.k, q.off, q.n, q.head, q.limit, q.w, c.now, cost)
   end,
   reset = function(c, q)
-    local n, limit, now = q.n, q.limit, c.now
-    -- A lowered limit may leave more instants than it: one more fits
-    -- once the n-limit+1 oldest have left.
-    if n > limit then return min(at(q.k, q.off + n - limit), now + TOL) + q.w - now end
-    if n > 0 then return q.head + q.w - now end
-    return 0
+    return logReset(q.k, q.off, q.n, q.head, q.limit, q.w, c.now)
   end,
   record = function(c, q, n, extra, lend)
-    local k, now = q.k, c.now
-    if q.off > 0 and q.n == 0 then
-      redis.call('UNLINK', k)
-    elseif q.off > 0 then
-      redis.call('LTRIM', k, q.off, '-1')
-    end
-    push(k, dec(q.rec), n)
-    local last, mark = q.rec, nil
-    if extra > 0 then
-      last = max(lend, q.rec)
-      mark = last
-      push(k, dec(last), extra)
-    end
-    local qt = quantum(q)
-    local b0 = floor(last / qt)
-    if q.n == 0 or floor(q.newest / qt) < b0 then
-      redis.call('PEXPIRE', k, ttl(c, (b0 + 1) * qt + q.w))
-    end
-    local head = q.head
-    if q.n == 0 then head = q.rec end
-    return q.limit - q.n - n - extra, head + q.w - now, mark
+    return logRecord(q.k, q.off, q.n, q.head, q.newest, q.rec, q.limit, q.w, c.now, c.slack, n, extra, lend)
   end,
   -- refund removes cost instants equal to t, the newest first: the very
   -- ones counted at t; then, for requests a lease granted at t admitted,
@@ -677,8 +703,46 @@ local function takeCounter(keys, args)
   return {now, 1, 0, 1, rem, 0, reset, extra, lend, idx}
 end
 
+-- takeLog is take for a set of one sliding log, on locals as takeGCRA;
+-- takeLogOnce raises {bad = k} where run would start over.
+local function takeLogOnce(keys, args)
+  local now, slack, cost, want = clock(args), count(args[2]), count(args[3]), count(args[4])
+  local k, limit, w = keys[1], tonum(args[6]), tonum(args[7])
+  local n, head, newest, bad = logLoad(k)
+  if bad then redis.call('UNLINK', k) end
+  local off, rec
+  off, n, head, newest, rec = logPrepare(k, n, head, newest, now, w, slack, false)
+  local ok, rem, retry, room = logDecide(k, off, n, head, limit, w, now, cost)
+  if not ok then
+    local r1 = retry
+    if cost > 1 then -- a request of cost 1 may fit where cost do not
+      local _, _, retry1 = logDecide(k, off, n, head, limit, w, now, 1)
+      r1 = retry1
+    end
+    return {now, 0, r1, 1, rem, retry, logReset(k, off, n, head, limit, w, now), 0, 0}
+  end
+  -- A lease's slots are logged at exactly now + LEASE (see takeAll).
+  local lend = now + LEASE
+  if rec > lend then lend = now end
+  local extra
+  extra, lend = lease(want, room, now, lend)
+  local reset, mark
+  rem, reset, mark = logRecord(k, off, n, head, newest, rec, limit, w, now, slack, cost, extra, lend)
+  if extra == 0 then return {now, 1, 0, 1, rem, 0, reset, 0, 0} end
+  return {now, 1, 0, 1, rem, 0, reset, extra, lend, mark}
+end
+
+local function takeLog(keys, args)
+  local ok, res = pcall(takeLogOnce, keys, args)
+  if ok then return res end
+  if type(res) ~= 'table' or not res.bad then error(res) end
+  redis.call('UNLINK', res.bad) -- a log holding a bad instant is dropped
+  return takeLogOnce(keys, args)
+end
+
 local function take(keys, args)
   if not floor then init() end
+  if #keys == 1 and args[5] == 'l' then return takeLog(keys, args) end
   if #keys == 1 and args[5] == 'g' then return takeGCRA(keys, args) end
   if #keys == 1 and args[5] == 'c' then return takeCounter(keys, args) end
   return run(context(keys, args, false, #keys), takeAll)
