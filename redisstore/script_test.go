@@ -20,7 +20,7 @@ import (
 // arithmetic runs the library's integer arithmetic in Redis's Lua, as a
 // script made of the library's helpers (up to its functions' context):
 // for each triple (a, b, c) it returns floor(a*b/c), ceil(a*b/c) and
-// floor(a/c).
+// floor(a/c), which the library writes out where a < 2^53.
 var arithmetic = redis.NewScript(helpers() + `
 init()
 local out = {}
@@ -28,7 +28,7 @@ for i = 5, #ARGV, 3 do
   local a, b, c = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   out[#out + 1] = mulDivFloor(a, b, c)
   out[#out + 1] = mulDivCeil(a, b, c)
-  out[#out + 1] = idiv(a, c)
+  out[#out + 1] = floor(a / c)
 end
 return out
 `)
@@ -64,6 +64,12 @@ func TestArithmetic(t *testing.T) {
 		}
 		// Small divisors, where remainders of 1 are common.
 		cases = append(cases, triple{a, rng.Int64N(1 << 40), 2 + rng.Int64N(3)})
+		// Products below 2^53, which are divided as doubles, one more or
+		// one less than a multiple of c.
+		sa, sc := 1+rng.Int64N(1<<20), 3+rng.Int64N(1<<32)
+		if inv := new(big.Int).ModInverse(big.NewInt(sa), big.NewInt(sc)); inv != nil {
+			cases = append(cases, triple{sa, inv.Int64(), sc}, triple{sa, sc - inv.Int64(), sc})
+		}
 	}
 	cases = append(cases, triple{0, 5, 7}, triple{5, 0, 7}, triple{1 << 31, 63_072_000_000_000, 63_072_000_000_000},
 		triple{999_999, 172_800_000_000 - 1, 172_800_000_000}, triple{(1 << 31) - 1, 63_072_000_000_000 - 1, 3})
