@@ -21,14 +21,16 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
 	flag.Parse()
 
-	perIP, err := ratelimit.New(5, 10*time.Second, ratelimit.KeyByIP(), ratelimit.WithResultInContext())
+	// Each limiter names its policy, so that the RateLimit headers tell
+	// the client whose quota they describe.
+	perIP, err := ratelimit.New(5, 10*time.Second, ratelimit.KeyByIP(), ratelimit.WithName("site"), ratelimit.WithResultInContext())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer perIP.Close()
 	// KeyByHeader does not check keys: in production, put the limiter
 	// behind the middleware that authenticates them.
-	perKey, err := ratelimit.New(100, time.Minute, ratelimit.KeyByHeader("X-API-Key"), ratelimit.WithResultInContext())
+	perKey, err := ratelimit.New(100, time.Minute, ratelimit.KeyByHeader("X-API-Key"), ratelimit.WithName("api"), ratelimit.WithResultInContext())
 	if err != nil {
 		log.Fatal(err)
 	}

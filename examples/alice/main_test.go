@@ -11,8 +11,8 @@ import (
 )
 
 func TestChains(t *testing.T) {
-	perIP := routetest.NewLimiter(t, 2, time.Minute, ratelimit.KeyByIP())
-	perKey := routetest.NewLimiter(t, 3, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
+	perIP := routetest.NewLimiter(t, 2, time.Minute, ratelimit.KeyByIP(), ratelimit.WithName("site"))
+	perKey := routetest.NewLimiter(t, 3, time.Minute, ratelimit.KeyByHeader("X-API-Key"), ratelimit.WithName("api"))
 	srv := httptest.NewServer(newHandler(perIP, perKey))
 	defer srv.Close()
 
@@ -24,14 +24,14 @@ func TestChains(t *testing.T) {
 	}
 	alice := map[string]string{"X-API-Key": "alice"}
 	routetest.Run(t, srv.URL, []routetest.Step{
-		{Path: "/", Status: 200, Want: with(routetest.Allowed("default", 2, 1)), Body: "hello"},
-		{Path: "/", Status: 200, Want: with(routetest.Allowed("default", 2, 0))},
-		{Path: "/", Status: 429, Want: with(routetest.Limited("default", 2))},
-		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed("default", 3, 2)), Body: "remaining 2 of 3"},
-		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed("default", 3, 1))},
-		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed("default", 3, 0))},
-		{Path: "/api/hello", Header: alice, Status: 429, Want: with(routetest.Limited("default", 3))},
-		{Path: "/api/hello", Header: map[string]string{"X-API-Key": "bob"}, Status: 200, Want: with(routetest.Allowed("default", 3, 2))},
+		{Path: "/", Status: 200, Want: with(routetest.Allowed("site", 2, 1)), Body: "hello"},
+		{Path: "/", Status: 200, Want: with(routetest.Allowed("site", 2, 0))},
+		{Path: "/", Status: 429, Want: with(routetest.Limited("site", 2))},
+		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed("api", 3, 2)), Body: "remaining 2 of 3"},
+		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed("api", 3, 1))},
+		{Path: "/api/hello", Header: alice, Status: 200, Want: with(routetest.Allowed("api", 3, 0))},
+		{Path: "/api/hello", Header: alice, Status: 429, Want: with(routetest.Limited("api", 3))},
+		{Path: "/api/hello", Header: map[string]string{"X-API-Key": "bob"}, Status: 200, Want: with(routetest.Allowed("api", 3, 2))},
 	})
 }
 

@@ -11,24 +11,24 @@ import (
 )
 
 func TestPerRouteLimiters(t *testing.T) {
-	perIP := routetest.NewLimiter(t, 2, time.Minute, ratelimit.KeyByIP())
-	perKey := routetest.NewLimiter(t, 3, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
+	perIP := routetest.NewLimiter(t, 2, time.Minute, ratelimit.KeyByIP(), ratelimit.WithName("site"))
+	perKey := routetest.NewLimiter(t, 3, time.Minute, ratelimit.KeyByHeader("X-API-Key"), ratelimit.WithName("api"))
 	srv := httptest.NewServer(newMux(perIP, perKey))
 	defer srv.Close()
 
 	alice := map[string]string{"X-API-Key": "alice"}
 	bob := map[string]string{"X-API-Key": "bob"}
 	routetest.Run(t, srv.URL, []routetest.Step{
-		{Path: "/", Status: 200, Want: routetest.Allowed("default", 2, 1), Body: "hello"},
-		{Path: "/", Status: 200, Want: routetest.Allowed("default", 2, 0)},
-		{Path: "/", Status: 429, Want: routetest.Limited("default", 2)},
+		{Path: "/", Status: 200, Want: routetest.Allowed("site", 2, 1), Body: "hello"},
+		{Path: "/", Status: 200, Want: routetest.Allowed("site", 2, 0)},
+		{Path: "/", Status: 429, Want: routetest.Limited("site", 2)},
 		// The API has its own limiter, keyed by API key, untouched by
 		// the IP's exhausted quota.
-		{Path: "/api/hello", Header: alice, Status: 200, Want: routetest.Allowed("default", 3, 2), Body: "remaining 2 of 3"},
-		{Path: "/api/hello", Header: alice, Status: 200, Want: routetest.Allowed("default", 3, 1)},
-		{Path: "/api/other", Header: alice, Status: 200, Want: routetest.Allowed("default", 3, 0)},
-		{Path: "/api/hello", Header: alice, Status: 429, Want: routetest.Limited("default", 3)},
-		{Path: "/api/hello", Header: bob, Status: 200, Want: routetest.Allowed("default", 3, 2)},
+		{Path: "/api/hello", Header: alice, Status: 200, Want: routetest.Allowed("api", 3, 2), Body: "remaining 2 of 3"},
+		{Path: "/api/hello", Header: alice, Status: 200, Want: routetest.Allowed("api", 3, 1)},
+		{Path: "/api/other", Header: alice, Status: 200, Want: routetest.Allowed("api", 3, 0)},
+		{Path: "/api/hello", Header: alice, Status: 429, Want: routetest.Limited("api", 3)},
+		{Path: "/api/hello", Header: bob, Status: 200, Want: routetest.Allowed("api", 3, 2)},
 		{Path: "/api/hello", Status: 400, Want: map[string]string{"Ratelimit": ""}},
 		{Path: "/healthz", Status: 200, Want: map[string]string{"Ratelimit": ""}},
 	})
