@@ -80,6 +80,9 @@ func run(httpAddr, grpcAddr string) error {
 // does not check keys: in production, authenticate them first.
 func newLimiter(opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
 	opts = append([]ratelimit.Option{
+		// A named policy, so that the RateLimit headers and a refusal's
+		// QuotaFailure tell the client whose quota it is.
+		ratelimit.WithName("api"),
 		// grpcurl asks the reflection service before each call: not the
 		// client's call, so not counted.
 		ratelimit.WithSkip(func(r *http.Request) bool {

@@ -58,7 +58,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	l, err := ratelimit.New(5, 10*time.Second, ratelimit.KeyByIP(),
+	l, err := ratelimit.New(5, 10*time.Second, ratelimit.KeyByIP(), ratelimit.WithName("api"),
 		ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 2, Window: time.Second}),
 		ratelimit.WithHooks(m.hooks("api")))
 	if err != nil {

@@ -63,11 +63,11 @@ func TestMetricsCountDecisionsByPolicy(t *testing.T) {
 
 	// api: 3 an hour and a burst of 2, in a store with room for one
 	// client's two states and no eviction, so a second client fails.
-	api := newLimiter(t, m, "api", 3,
+	api := newLimiter(t, m, "api", 3, ratelimit.WithName("api"),
 		ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 2, Window: time.Hour}),
 		ratelimit.WithStore(newStore(t, ratelimit.MemoryConfig{MaxKeys: 2})))
 	// login: 5 an hour, in a store with room for two clients, evicting.
-	login := newLimiter(t, m, "login", 5,
+	login := newLimiter(t, m, "login", 5, ratelimit.WithName("login"),
 		ratelimit.WithStore(newStore(t, ratelimit.MemoryConfig{MaxKeys: 2, EvictLeastRecent: true})))
 	srv := httptest.NewServer(newMux(api, reader))
 	defer srv.Close()
@@ -148,7 +148,7 @@ func TestMetricsCountDecisionsByPolicy(t *testing.T) {
 				requests("api", "limited", policyKey.String("burst"), 2),
 				requests("api", "failed", errorKey.String("key"), 1),
 				requests("api", "failed", errorKey.String("store"), 1),
-				requests("login", "allowed", policyKey.String("default"), 3),
+				requests("login", "allowed", policyKey.String("login"), 3),
 				requests("login", "failed", errorKey.String("key"), 1),
 			}),
 		},

@@ -26,7 +26,7 @@ func main() {
 
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
-	l, err := ratelimit.New(5, 10*time.Second, ratelimit.KeyByIP(),
+	l, err := ratelimit.New(5, 10*time.Second, ratelimit.KeyByIP(), ratelimit.WithName("api"),
 		ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 2, Window: time.Second}),
 		ratelimit.WithHooks(m.hooks()))
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 func TestMetricsCountDecisionsByPolicy(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
-	l, err := ratelimit.New(3, time.Hour, ratelimit.KeyByIP(),
+	l, err := ratelimit.New(3, time.Hour, ratelimit.KeyByIP(), ratelimit.WithName("api"),
 		ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 2, Window: time.Hour}),
 		ratelimit.WithHooks(m.hooks()))
 	if err != nil {
@@ -45,7 +45,7 @@ func TestMetricsCountDecisionsByPolicy(t *testing.T) {
 		want            float64
 	}{
 		{"allowed", "burst", 2}, // 1 then 0 left of 2: tighter than 2 then 1 of 3
-		{"allowed", "default", 0},
+		{"allowed", "api", 0},
 		{"limited", "burst", 2},
 	} {
 		if got := testutil.ToFloat64(m.decisions.WithLabelValues(c.outcome, c.policy)); got != c.want {
