@@ -90,8 +90,8 @@ Try
 		{fmt.Sprintf("X-Ratelimit-Limit: %d", limit), "the quota of the policy reported"},
 		{fmt.Sprintf("X-Ratelimit-Remaining: %d", limit-1), "requests left in the window after this one"},
 		{fmt.Sprintf("X-Ratelimit-Reset: %d", window), "seconds, rounded up, until the quota grows again"},
-		{fmt.Sprintf(`Ratelimit-Policy: "default";q=%d;w=%d`, limit, window), "IETF draft: quota q per w seconds"},
-		{fmt.Sprintf(`Ratelimit: "default";r=%d;t=%d`, limit-1, window), "IETF draft: r remaining, t seconds to reset"},
+		{fmt.Sprintf(`Ratelimit-Policy: "%s";q=%d;w=%d`, demoapp.AnonName, limit, window), "IETF draft: quota q per w seconds"},
+		{fmt.Sprintf(`Ratelimit: "%s";r=%d;t=%d`, demoapp.AnonName, limit-1, window), "IETF draft: r remaining, t seconds to reset"},
 	} {
 		fmt.Fprintf(w, "  %-40s %s\n", h[0], h[1])
 	}

@@ -40,7 +40,7 @@ func (p policy) String() string {
 }
 
 // parsePolicies reads a RateLimit-Policy value such as
-// `"default";q=50;w=10, "burst";q=10;w=1`.
+// `"api";q=50;w=10, "burst";q=10;w=1`.
 func parsePolicies(v string) ([]policy, error) {
 	var ps []policy
 	for item := range strings.SplitSeq(v, ",") {

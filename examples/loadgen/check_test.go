@@ -16,8 +16,8 @@ func TestParsePolicies(t *testing.T) {
 		want    []policy
 		wantErr bool
 	}{
-		{in: `"default";q=50;w=10`, want: []policy{{"default", 50, 10 * time.Second}}},
-		{in: `"default";q=50;w=10, "burst";q=10;w=1`, want: []policy{{"default", 50, 10 * time.Second}, {"burst", 10, time.Second}}},
+		{in: `"api";q=50;w=10`, want: []policy{{"api", 50, 10 * time.Second}}},
+		{in: `"api";q=50;w=10, "burst";q=10;w=1`, want: []policy{{"api", 50, 10 * time.Second}, {"burst", 10, time.Second}}},
 		{in: `default;q=5;w=1`, wantErr: true},
 		{in: `"d";q=5`, wantErr: true},
 		{in: `"d";q=x;w=1`, wantErr: true},

@@ -53,7 +53,7 @@ func TestRunAgainstDemo(t *testing.T) {
 			t.Errorf("%s: %d ok, %d limited; want both", name, c.ok, c.limited)
 		}
 		if len(c.checks) != 2 {
-			t.Errorf("%s: %d policies checked, want 2 (default and burst)", name, len(c.checks))
+			t.Errorf("%s: %d policies checked, want 2 (api and burst)", name, len(c.checks))
 		}
 	}
 }

@@ -16,11 +16,14 @@ import (
 
 // The demo's quotas. Anonymous callers get a small one so that a person
 // with curl sees a 429 on the sixth try; API-key callers get two policies
-// at once, a sustained rate and a short burst cap.
+// at once, a sustained rate and a short burst cap. Each policy has a name,
+// so that the RateLimit headers tell the client which quota they describe.
 const (
+	AnonName   = "site"
 	AnonLimit  = 5
 	AnonWindow = 10 * time.Second
 
+	KeyName     = "api"
 	KeyLimit    = 50
 	KeyWindow   = 10 * time.Second
 	BurstName   = "burst"
@@ -46,11 +49,13 @@ func New(opts ...ratelimit.Option) (*App, error) {
 	opts = append([]ratelimit.Option{ratelimit.WithResultInContext()}, opts...)
 	// Anonymous routes share one quota per client IP. KeyByIP trusts only
 	// the TCP peer: behind a proxy, configure its trusted prefixes.
-	anon, err := ratelimit.New(AnonLimit, AnonWindow, ratelimit.KeyByIP(), opts...)
+	anonOpts := append([]ratelimit.Option{ratelimit.WithName(AnonName)}, opts...)
+	anon, err := ratelimit.New(AnonLimit, AnonWindow, ratelimit.KeyByIP(), anonOpts...)
 	if err != nil {
 		return nil, err
 	}
 	keyOpts := append([]ratelimit.Option{
+		ratelimit.WithName(KeyName),
 		ratelimit.WithPolicies(ratelimit.Policy{Name: BurstName, Limit: BurstLimit, Window: BurstWindow}),
 	}, opts...)
 	keyed, err := ratelimit.New(KeyLimit, KeyWindow, ratelimit.KeyByHeader(KeyHeader), keyOpts...)

@@ -68,8 +68,8 @@ func TestAnonymousRoutesShareOneQuotaPerIP(t *testing.T) {
 		"X-Ratelimit-Limit":     "5",
 		"X-Ratelimit-Remaining": "0",
 		"X-Ratelimit-Reset":     "10",
-		"Ratelimit-Policy":      `"default";q=5;w=10`,
-		"Ratelimit":             `"default";r=0;t=10`,
+		"Ratelimit-Policy":      `"site";q=5;w=10`,
+		"Ratelimit":             `"site";r=0;t=10`,
 		"Retry-After":           "10",
 	} {
 		if got := w.Header().Get(name); got != want {
@@ -88,7 +88,7 @@ func TestAnonymousRoutesShareOneQuotaPerIP(t *testing.T) {
 	if w.Code != 200 {
 		t.Fatalf("after the window: status %d, want 200", w.Code)
 	}
-	if got, want := w.Body.String(), `{"message":"hello","policy":"default","limit":5,"remaining":4}`+"\n"; got != want {
+	if got, want := w.Body.String(), `{"message":"hello","policy":"site","limit":5,"remaining":4}`+"\n"; got != want {
 		t.Errorf("body %q, want %q", got, want)
 	}
 }
@@ -120,7 +120,7 @@ func TestAPIKeyRoutes(t *testing.T) {
 			if got, want := w.Header().Get("Ratelimit"), `"burst";r=0;t=1`; got != want {
 				t.Errorf("429 Ratelimit = %q, want %q", got, want)
 			}
-			if got, want := w.Header().Get("Ratelimit-Policy"), `"default";q=50;w=10, "burst";q=10;w=1`; got != want {
+			if got, want := w.Header().Get("Ratelimit-Policy"), `"api";q=50;w=10, "burst";q=10;w=1`; got != want {
 				t.Errorf("Ratelimit-Policy = %q, want %q", got, want)
 			}
 			if got := w.Header().Get("Retry-After"); got != "1" {
@@ -153,7 +153,7 @@ func TestAPIKeyRoutes(t *testing.T) {
 	if w.Code != 429 {
 		t.Fatalf("51st request in 10 s: status %d, want 429", w.Code)
 	}
-	if got, want := w.Header().Get("Ratelimit"), `"default";r=0;t=5`; got != want {
+	if got, want := w.Header().Get("Ratelimit"), `"api";r=0;t=5`; got != want {
 		t.Errorf("Ratelimit = %q, want %q", got, want)
 	}
 	if got := w.Header().Get("Retry-After"); got != "5" {
