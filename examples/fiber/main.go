@@ -20,8 +20,8 @@
 //	})
 //
 // (The adaptor also copies the net/http context's values into the fasthttp
-// request's user values, where ratelimit.FromContext(c) finds them too,
-// but it does so by walking the standard library's context structs with
+// request's user values, where ratelimit.FromContext(c) and
+// ratelimit.FromContext(c.RequestCtx()) find them too, but it does so by walking the standard library's context structs with
 // reflection, which fiber deprecates; the example passes the decision
 // explicitly instead.)
 //

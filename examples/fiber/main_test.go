@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -81,6 +82,27 @@ func TestRefusedRequestRunsNoHandler(t *testing.T) {
 	if got := calls.Load(); got != 2 {
 		t.Errorf("handler ran %d times for 2 allowed and 2 refused requests, want 2", got)
 	}
+}
+
+// TestFromContext pins down which of fiber's contexts carry the decision,
+// as the package comment and the README say: c and c.RequestCtx(), which
+// read the fasthttp request's user values the adaptor copied it into, but
+// not c.Context().
+func TestFromContext(t *testing.T) {
+	l := routetest.NewLimiter(t, 2, time.Minute, ratelimit.KeyByIP(), ratelimit.WithName("site"))
+	app := fiber.New()
+	app.Use(limit(l))
+	app.Get("/", func(c fiber.Ctx) error {
+		_, fromCtx := ratelimit.FromContext(c)
+		_, fromRequestCtx := ratelimit.FromContext(c.RequestCtx())
+		_, fromContext := ratelimit.FromContext(c.Context())
+		return c.SendString(fmt.Sprintf("c %v, c.RequestCtx() %v, c.Context() %v", fromCtx, fromRequestCtx, fromContext))
+	})
+	base := start(t, app)
+
+	routetest.Run(t, base, []routetest.Step{
+		{Path: "/", Status: 200, Want: routetest.Allowed("site", 2, 1), Body: "c true, c.RequestCtx() true, c.Context() false"},
+	})
 }
 
 // TestMainFailsOnTakenPort runs the example as a person would, on a port
