@@ -4,10 +4,13 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/slidelog/ratelimit"
 )
@@ -109,4 +112,49 @@ func TestClientRetryWaitsPushback(t *testing.T) {
 // ceilMillis is d rounded up to the millisecond, as the pushback is.
 func ceilMillis(d time.Duration) time.Duration {
 	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+}
+
+// TestClientDeadlineShorterThanPushback calls through the same retrying
+// client with a deadline far shorter than the hour-long pushback: the
+// client waits for the pushback, not its 1 ms maxBackoff, so the call ends
+// with DeadlineExceeded, not RESOURCE_EXHAUSTED, and the server never sees
+// a retry.
+//
+// The deadline must outlast the first refusal's round trip, which a
+// loaded machine may slow down: a deadline that ended before the server
+// refused anything proves nothing, so the test doubles it and tries again
+// under a fresh key.
+func TestClientDeadlineShorterThanPushback(t *testing.T) {
+	var allowed, refused atomic.Int32
+	l := newLimiter(t, 1, time.Hour, ratelimit.KeyByHeader("X-API-Key"), frozen,
+		ratelimit.WithHooks(ratelimit.Hooks{
+			OnAllow: func(*http.Request, ratelimit.Result) { allowed.Add(1) },
+			OnLimit: func(*http.Request, ratelimit.Result) { refused.Add(1) },
+		}))
+	cc := server{l: l}.serveBufconn(t, grpc.WithDefaultServiceConfig(`{"methodConfig": [{
+		"name": [{"service": "grpclimit.test.Echo"}],
+		"retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.001s", "maxBackoff": "0.001s",
+			"backoffMultiplier": 1, "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`))
+
+	for deadline := 250 * time.Millisecond; ; deadline *= 2 {
+		ctx := withKey(context.Background(), "key-"+deadline.String())
+		if _, err := say(ctx, cc, "hi"); err != nil {
+			t.Fatalf("first call: %v, want OK", err)
+		}
+		allowed.Store(0)
+		refused.Store(0)
+		ctx, cancel := context.WithTimeout(ctx, deadline)
+		_, err := say(ctx, cc, "hi")
+		cancel()
+		if got := status.Code(err); got != codes.DeadlineExceeded {
+			t.Fatalf("call with a %v deadline and a 1 h pushback: %v, want DeadlineExceeded", deadline, err)
+		}
+		if refused.Load() == 0 && deadline < 8*time.Second {
+			continue // the deadline ended before the server decided
+		}
+		if a, r := allowed.Load(), refused.Load(); a != 0 || r != 1 {
+			t.Errorf("with a %v deadline, the server allowed %d and refused %d attempts, want 0 and 1: no retry before the pushback", deadline, a, r)
+		}
+		return
+	}
 }
