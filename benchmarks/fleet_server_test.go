@@ -168,6 +168,30 @@ func resetStats(t testing.TB, c *redis.Client) {
 	}
 }
 
+// serverCPU reads INFO cpu: the seconds of CPU the server process has
+// used, user and system. Unlike a command's usec_per_call, which is wall
+// time, it does not grow while the server waits for a CPU that a busy
+// client holds.
+func serverCPU(t testing.TB, c *redis.Client) float64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		t.Fatalf("INFO cpu: %v", err)
+	}
+	var sum float64
+	for line := range strings.Lines(info) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("INFO cpu: %s: %v", line, err)
+			}
+			sum += f
+		}
+	}
+	return sum
+}
+
 // cmdStat is one command's line of INFO commandstats.
 type cmdStat struct {
 	calls        int64
