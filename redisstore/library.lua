@@ -322,6 +322,11 @@ A.l = {
 -- GCRA: t is the emission interval, depth the bucket's (limit * t), tat
 -- the arrival time. takeGCRA writes the same steps out for a set of one
 -- policy.
+local function gcraParams(limit, w)
+  local t = floor((w + limit - 1) / limit)
+  return t, limit * t
+end
+
 local function gcraSet(k, tat, now, slack)
   redis.call('SET', k, dec(tat), 'PX', px(now, slack, tat))
 end
@@ -340,8 +345,7 @@ A.g = {
     if v and not q.tat then drop(c, q.k) end
   end,
   prepare = function(c, q)
-    q.t = floor((q.w + q.limit - 1) / q.limit)
-    q.depth = q.limit * q.t
+    q.t, q.depth = gcraParams(q.limit, q.w)
     q.tat = max(q.tat or c.now, c.now)
     if q.tat > c.now + q.depth + TOL then
       -- The clock stepped back: the bucket is at most empty.
@@ -622,24 +626,18 @@ end
 -- takeGCRA is take for a set of one GCRA policy, the common case, written
 -- out on locals: the steps, state and reply of A.g on the general path,
 -- with the few Lua calls an allowed request needs. Every call costs the
--- server about 50 ns, and the general helpers make some twenty: written
--- out, one GCRA policy costs the server what redis_rate's script does.
--- The conformance suite runs both: one policy here, sets on run.
+-- server about 50 ns, and the general path makes some twenty: written
+-- out, one GCRA policy costs the server about what redis_rate's script
+-- does. The conformance suite runs both: one policy here, sets on run.
 local function takeGCRA(keys, args)
-  local now
-  if args[1] ~= '' then now = tonum(args[1]) else
-    local tm = redis.call('TIME')
-    now = tonum(tm[1]) * 1000000 + tonum(tm[2])
-  end
-  local slack, cost, want = count(args[2]), count(args[3]), count(args[4])
+  local now, slack, cost, want = clock(args), count(args[2]), count(args[3]), count(args[4])
   local k, limit, w = keys[1], tonum(args[6]), tonum(args[7])
-  local t = floor((w + limit - 1) / limit)
-  local depth = limit * t
+  local t, depth = gcraParams(limit, w)
   local tat = now
   local v = redis.pcall('GET', k)
   if v then
-    local x = type(v) == 'string' and tonum(v)
-    if not (x and x == floor(x) and x >= 0 and x < TWO53) then
+    local x = type(v) == 'string' and num(v)
+    if not x then
       redis.call('UNLINK', k)
     elseif x > now + depth + TOL then -- the clock stepped back
       tat = now + depth
@@ -658,7 +656,7 @@ local function takeGCRA(keys, args)
   local extra, lend = 0, 0
   if want > 0 then extra, lend = lease(want, rem - cost, now, now + LEASE) end
   tat = tat + (cost + extra) * t
-  redis.call('SET', k, dec(tat), 'PX', dec(max(1, floor((tat - now + 999) / 1000)) + slack))
+  gcraSet(k, tat, now, slack)
   rem = floor((now + depth - tat) / t)
   local reset = gcraReset(now, tat, t, depth)
   if extra == 0 then return {now, 1, 0, 1, rem, 0, reset, 0, 0} end
@@ -668,12 +666,7 @@ end
 -- takeCounter is take for a set of one window counter, written out on
 -- locals as takeGCRA is.
 local function takeCounter(keys, args)
-  local now
-  if args[1] ~= '' then now = tonum(args[1]) else
-    local tm = redis.call('TIME')
-    now = tonum(tm[1]) * 1000000 + tonum(tm[2])
-  end
-  local slack, cost, want = count(args[2]), count(args[3]), count(args[4])
+  local now, slack, cost, want = clock(args), count(args[2]), count(args[3]), count(args[4])
   local k, limit, w = keys[1], tonum(args[6]), tonum(args[7])
   local idx, cur, prev, bad = counterLoad(k)
   if bad then redis.call('UNLINK', k) end
@@ -823,7 +816,8 @@ local function reset(keys, args)
   for _, q in ipairs(c.p) do
     redis.call('UNLINK', q.k)
     local w = q.w or (q.pnext - q.pstart)
-    keep = max(keep, w, q.limit * floor((w + q.limit - 1) / q.limit))
+    local _, depth = gcraParams(q.limit, w) -- GCRA's state lasts its depth
+    keep = max(keep, w, depth)
   end
   redis.call('SET', c.marker, dec(c.now), 'PX', ttl(c, c.now + keep))
   return {c.now}
