@@ -60,7 +60,7 @@ const (
 type limitsCache struct {
 	lookup   func(ctx context.Context, key string) ([]Policy, error)
 	ttl      time.Duration
-	now      func() int64 // the limiter's clock, in ns
+	now      func() int64 // ns: the monotonic clock, or WithClock's
 	scope    string
 	keys     sync.Map // key -> *cached
 	size     atomic.Int64

@@ -21,9 +21,9 @@
 //
 // (The adaptor also copies the net/http context's values into the fasthttp
 // request's user values, where ratelimit.FromContext(c) and
-// ratelimit.FromContext(c.RequestCtx()) find them too, but it does so by walking the standard library's context structs with
-// reflection, which fiber deprecates; the example passes the decision
-// explicitly instead.)
+// ratelimit.FromContext(c.RequestCtx()) find them too, but it does so by
+// walking the standard library's context structs with reflection, which
+// fiber deprecates; the example passes the decision explicitly instead.)
 //
 // # WithCountIf
 //
