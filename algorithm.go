@@ -7,17 +7,17 @@ import "time"
 // caller holds the key's lock and passes a now that never goes backwards
 // for that key.
 //
-// Deciding and recording are separate so that a request checked against
-// several policies is recorded in all of them or in none.
+// A request checked against several policies is recorded in all of them
+// or in none: the store asks each whether it fits before it asks each to
+// record it.
 type algorithm interface {
-	// decide forgets what has left the window and reports whether cost
-	// more requests fit, without recording them, with the standing before
-	// them: how many fit, how long until cost would if they do not, and
-	// until the quota next grows. With cost 1 it is a Peek's answer.
-	decide(s *state, p *Policy, now int64, cost int) verdict
-	// record counts cost requests at now, which decide said fit, and
-	// reports the standing after them.
-	record(s *state, p *Policy, now int64, cost int) verdict
+	// take forgets what has left the window and reports whether cost more
+	// requests fit, recording them at now if they do and record is set,
+	// with the standing after that: how many more fit, how long until
+	// cost would if they do not, and until the quota next grows. With
+	// record unset it changes no count, and with cost 1 it is a Peek's
+	// answer.
+	take(s *state, p *Policy, now int64, cost int, record bool) verdict
 	// refund takes back cost requests recorded at the instant at.
 	refund(s *state, p *Policy, now, at int64, cost int)
 	// idleAt returns the instant from which s remembers nothing that

@@ -16,26 +16,21 @@ func period(p *Policy, now int64) (start, end int64) {
 	return s.UnixNano(), e.UnixNano()
 }
 
-func (calendar) decide(s *state, p *Policy, now int64, cost int) verdict {
+func (calendar) take(s *state, p *Policy, now int64, cost int, record bool) verdict {
 	start, end := period(p, now)
 	if s.t[0] < start {
 		s.t[0], s.n = start, 0 // a new period
 	}
-	n := int(s.n)
-	v := verdict{ok: n+cost <= p.Limit, remaining: max(p.Limit-n, 0)}
-	if n > 0 {
-		v.reset = time.Duration(end - now)
-	}
+	v := verdict{ok: int(s.n)+cost <= p.Limit}
 	if !v.ok {
 		v.retry = time.Duration(end - now)
+	} else if record {
+		s.n += int32(cost)
+	}
+	if v.remaining = max(p.Limit-int(s.n), 0); s.n > 0 {
+		v.reset = time.Duration(end - now)
 	}
 	return v
-}
-
-func (calendar) record(s *state, p *Policy, now int64, cost int) verdict {
-	_, end := period(p, now)
-	s.n += int32(cost)
-	return verdict{ok: true, remaining: max(p.Limit-int(s.n), 0), reset: time.Duration(end - now)}
 }
 
 // refund takes cost requests off the count, if they were counted in the

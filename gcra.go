@@ -18,24 +18,19 @@ func interval(p *Policy) int64 {
 	return (int64(p.Window) + limit - 1) / limit
 }
 
-func (gcra) decide(s *state, p *Policy, now int64, cost int) verdict {
+func (gcra) take(s *state, p *Policy, now int64, cost int, record bool) verdict {
 	t := interval(p)
 	depth := int64(p.Limit) * t
 	tat := max(s.t[0], now)
-	v := verdict{remaining: int(max(now+depth-tat, 0) / t), reset: gcraReset(tat, now, depth, t)}
-	if next := tat + int64(cost)*t; next-depth > now {
+	next := tat + int64(cost)*t
+	v := verdict{ok: next-depth <= now}
+	if !v.ok {
 		v.retry = time.Duration(next - depth - now)
-	} else {
-		v.ok = true
+	} else if record {
+		tat, s.t[0] = next, next
 	}
+	v.remaining, v.reset = int(max(now+depth-tat, 0)/t), gcraReset(tat, now, depth, t)
 	return v
-}
-
-func (gcra) record(s *state, p *Policy, now int64, cost int) verdict {
-	t := interval(p)
-	depth := int64(p.Limit) * t
-	s.t[0] = max(s.t[0], now) + int64(cost)*t
-	return verdict{ok: true, remaining: int(max(now+depth-s.t[0], 0) / t), reset: gcraReset(s.t[0], now, depth, t)}
 }
 
 // gcraReset returns how long until one more request fits than fits now:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"hash/maphash"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,19 +57,18 @@ func NewMemoryStore(c MemoryConfig) (Store, error) {
 
 // memoryStore is the built-in Store.
 type memoryStore struct {
-	shards    []shard
-	seed      maphash.Seed
-	catalog   catalog
-	clock     func() time.Time // nil: the monotonic clock alone
-	base      time.Time        // when the store was made (monotonic clock)
-	epoch     int64            // base in Unix nanoseconds
-	perShard  int              // most entries a shard may hold; 0 for no bound
-	evict     bool
-	evicted   atomic.Uint64
-	rejected  atomic.Uint64
-	stop      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
+	shards   []shard
+	seed     maphash.Seed
+	catalog  catalog
+	clock    func() time.Time // nil: the monotonic clock alone
+	base     time.Time        // when the store was made (monotonic clock)
+	epoch    int64            // base in Unix nanoseconds
+	perShard int              // most entries a shard may hold; 0 for no bound
+	evict    bool
+	evicted  atomic.Uint64
+	rejected atomic.Uint64
+	stop     context.CancelFunc // stops the background sweep
+	sweeping sync.WaitGroup
 }
 
 // A shard is a map of entries and its lock. An entry's name in the map is
@@ -131,8 +129,9 @@ func newMemoryStore(c MemoryConfig) *memoryStore {
 	for c.MaxKeys > 0 && n > 1 && c.MaxKeys/n < minPerShard {
 		n /= 2 // so that per-shard bounds stay usable
 	}
-	s := &memoryStore{shards: make([]shard, n), seed: maphash.MakeSeed(), clock: c.Clock, evict: c.EvictLeastRecent,
-		base: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	ctx, stop := context.WithCancel(context.Background())
+	s := &memoryStore{shards: make([]shard, n), seed: maphash.MakeSeed(), catalog: catalog{byID: make(map[string][]string)},
+		clock: c.Clock, base: time.Now(), evict: c.EvictLeastRecent, stop: stop}
 	s.epoch = s.base.UnixNano()
 	if c.MaxKeys > 0 {
 		s.perShard = max(1, c.MaxKeys/n)
@@ -140,7 +139,7 @@ func newMemoryStore(c MemoryConfig) *memoryStore {
 	for i := range s.shards {
 		s.shards[i] = shard{m: make(map[string]*entry), sweepLen: minSweepLen, dropped: minInstant}
 	}
-	go s.sweepLoop()
+	s.sweeping.Go(func() { s.sweepLoop(ctx) })
 	return s
 }
 
@@ -184,24 +183,21 @@ func (s *memoryStore) take(ctx context.Context, key string, set PolicySet, cost 
 	return result(&set.p.policies[i], v, now), nil
 }
 
-// decide checks every policy of ps against the states of es and, if
-// record is set and they all allow it, records cost requests in each, so
+// decide takes cost requests under every policy of ps, from the states
+// of es, recording them if record is set and every policy allows them, so
 // that a request is counted in all of them or in none. It returns the
 // verdict of the policy that binds tightest, with its index.
 func decide(ps *policySet, es []*entry, now int64, cost int, record bool) (verdict, int) {
-	worst, at, ok := verdict{}, 0, true
 	for i, a := range ps.algos {
-		v := a.decide(&es[i].st, &ps.policies[i], now, cost)
-		if i == 0 || v.tighter(worst) {
-			worst, at = v, i
+		if len(es) > 1 && record {
+			record = a.take(&es[i].st, &ps.policies[i], now, cost, false).ok
 		}
-		ok = ok && v.ok
 	}
-	if ok && record {
-		for i, a := range ps.algos {
-			if v := a.record(&es[i].st, &ps.policies[i], now, cost); i == 0 || v.tighter(worst) {
-				worst, at = v, i
-			}
+	var worst verdict
+	at := 0
+	for i, a := range ps.algos {
+		if v := a.take(&es[i].st, &ps.policies[i], now, cost, record); i == 0 || v.tighter(worst) {
+			worst, at = v, i
 		}
 	}
 	return worst, at
@@ -245,12 +241,14 @@ func (s *memoryStore) Reset(ctx context.Context, key string, set PolicySet) erro
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	for _, name := range names {
-		if e := sh.get(name, key); e != nil {
+	es := make([]*entry, len(names))
+	sh.find(names, key, es)
+	for i, e := range es {
+		if e != nil {
 			// Waiting here is safe: no goroutine holds an entry's lock
 			// while it asks for a shard's.
 			e.mu.Lock()
-			sh.forget(name+key, e, max(s.now(), e.seen))
+			sh.forget(names[i]+key, e, max(s.now(), e.seen))
 			e.mu.Unlock()
 		}
 	}
@@ -277,13 +275,11 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 	sh := s.shardOf(key)
 	read := s.now()
 	for {
-		es = es[:0]
+		es = append(es[:0], make([]*entry, len(names))...)
 		sh.mu.RLock()
-		for _, name := range names {
-			es = append(es, sh.get(name, key))
-		}
+		missing := sh.find(names, key, es)
 		sh.mu.RUnlock()
-		if create && slices.Contains(es, nil) {
+		if create && missing > 0 {
 			if err := s.insert(sh, set.p, names, key, es, read); err != nil {
 				return nil, 0, err
 			}
@@ -321,11 +317,17 @@ func unlockAll(es []*entry) {
 	}
 }
 
-// get returns the entry of key under the policy whose name prefix is name,
-// or nil. The caller holds sh.mu.
-func (sh *shard) get(name, key string) *entry {
+// find sets es[i] to the entry of key under the policy whose name prefix
+// is names[i], or nil, and returns how many are nil. The caller holds
+// sh.mu.
+func (sh *shard) find(names []string, key string, es []*entry) (missing int) {
 	var buf [128]byte
-	return sh.m[string(append(append(buf[:0], name...), key...))]
+	for i, name := range names {
+		if es[i] = sh.m[string(append(append(buf[:0], name...), key...))]; es[i] == nil {
+			missing++
+		}
+	}
+	return missing
 }
 
 // insert adds to sh the entries es lacks for key, one per name of a
@@ -344,16 +346,7 @@ func (s *memoryStore) insert(sh *shard, ps *policySet, names []string, key strin
 	// would send the request round again, for ever in a small shard), and
 	// the key gets all of them or none. Making room may drop one of the
 	// key's own entries: look again each time.
-	for {
-		missing := 0
-		for i, name := range names {
-			if es[i] = sh.get(name, key); es[i] == nil {
-				missing++
-			}
-		}
-		if s.perShard == 0 || len(sh.m)+missing <= s.perShard {
-			break
-		}
+	for missing := sh.find(names, key, es); s.perShard > 0 && len(sh.m)+missing > s.perShard; missing = sh.find(names, key, es) {
 		if !s.makeRoom(sh, now) {
 			s.rejected.Add(1)
 			return errStoreFull
@@ -455,37 +448,33 @@ func (s *memoryStore) makeRoom(sh *shard, now int64) bool {
 }
 
 // sweepLoop sweeps every shard once per sweepInterval, until Close.
-func (s *memoryStore) sweepLoop() {
-	defer close(s.done)
+func (s *memoryStore) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		for i := range s.shards {
-			sh := &s.shards[i]
-			now := s.now()
-			sh.mu.Lock()
-			s.sweep(sh, now)
-			sh.mu.Unlock()
+			for i := range s.shards {
+				sh, now := &s.shards[i], s.now()
+				sh.mu.Lock()
+				s.sweep(sh, now)
+				sh.mu.Unlock()
+			}
 		}
 	}
 }
 
 // Stats reports the store's counters.
 func (s *memoryStore) Stats() Stats {
-	var st Stats
+	st := Stats{Evicted: s.evicted.Load(), Rejected: s.rejected.Load()}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.RLock()
 		st.Keys += len(sh.m)
 		sh.mu.RUnlock()
 	}
-	st.Evicted = s.evicted.Load()
-	st.Rejected = s.rejected.Load()
 	return st
 }
 
@@ -493,8 +482,8 @@ func (s *memoryStore) Stats() Stats {
 // more than once; the store still answers afterwards, without the
 // background sweep.
 func (s *memoryStore) Close() error {
-	s.closeOnce.Do(func() { close(s.stop) })
-	<-s.done
+	s.stop()
+	s.sweeping.Wait()
 	return nil
 }
 
@@ -537,13 +526,9 @@ func (c *catalog) names(ps *policySet) []string {
 	defer c.mu.Unlock()
 	names, ok := c.byID[ps.id]
 	if !ok {
-		names = make([]string, len(ps.policies))
 		for i := range ps.policies {
-			names[i] = strconv.Itoa(len(c.policies)) + ":"
+			names = append(names, strconv.Itoa(len(c.policies))+":")
 			c.policies = append(c.policies, &ps.policies[i])
-		}
-		if c.byID == nil {
-			c.byID = make(map[string][]string)
 		}
 		c.byID[ps.id] = names
 	}

@@ -65,7 +65,9 @@ func msEntry(s *memoryStore, key string, set PolicySet, i int) *entry {
 	sh := s.shardOf(key)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	return sh.get(s.catalog.names(set.p)[i], key)
+	es := make([]*entry, 1)
+	sh.find(s.catalog.names(set.p)[i:i+1], key, es)
+	return es[0]
 }
 
 // msLog returns the log of key under the first policy of set (a sliding

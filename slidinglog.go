@@ -15,7 +15,7 @@ import (
 // ring, where its oldest is.
 type slidingLog struct{}
 
-func (slidingLog) decide(s *state, p *Policy, now int64, cost int) verdict {
+func (slidingLog) take(s *state, p *Policy, now int64, cost int, record bool) verdict {
 	// An instant one window old no longer counts. Each instant is passed
 	// over once before it is dropped, so the scan costs O(1) a request.
 	window, k := int64(p.Window), 0
@@ -24,30 +24,27 @@ func (slidingLog) decide(s *state, p *Policy, now int64, cost int) verdict {
 	}
 	s.dropOldest(k)
 	n := int(s.n)
-	// n is above the limit when the limit was lowered: one more request
-	// fits once the n-limit+1 oldest have left.
-	v := verdict{ok: n+cost <= p.Limit, remaining: max(p.Limit-n, 0)}
-	if n > 0 {
-		v.reset = time.Duration(s.at(max(n-p.Limit, 0)) + window - now)
-	}
+	v := verdict{ok: n+cost <= p.Limit}
 	if !v.ok {
 		// The request fits once the oldest n+cost-limit instants have
 		// left; the last of them to leave is at index n+cost-limit-1.
 		v.retry = time.Duration(s.at(n+cost-p.Limit-1) + window - now)
+	} else if record {
+		if n+cost > s.room() {
+			s.regrow(min(max(2*n, n+cost), p.Limit)) // by doubling, never beyond the limit
+		}
+		for range cost {
+			s.push(now)
+		}
+		n += cost
+	}
+	// n is above the limit when the limit was lowered: one more request
+	// fits once the n-limit+1 oldest have left.
+	v.remaining = max(p.Limit-n, 0)
+	if n > 0 {
+		v.reset = time.Duration(s.at(max(n-p.Limit, 0)) + window - now)
 	}
 	return v
-}
-
-func (slidingLog) record(s *state, p *Policy, now int64, cost int) verdict {
-	n := int(s.n)
-	if n+cost > s.room() {
-		// Grow by doubling, but never beyond the limit.
-		s.regrow(min(max(2*n, n+cost), p.Limit))
-	}
-	for range cost {
-		s.push(now)
-	}
-	return verdict{ok: true, remaining: p.Limit - int(s.n), reset: time.Duration(s.at(0) + int64(p.Window) - now)}
 }
 
 // refund removes up to cost instants equal to at, the newest first.

@@ -36,14 +36,18 @@ func (windowCounter) used(s *state, window, now int64) int64 {
 	return int64(s.n) + mulDivCeil(int64(s.prev), window-elapsed, window)
 }
 
-func (c windowCounter) decide(s *state, p *Policy, now int64, cost int) verdict {
+func (c windowCounter) take(s *state, p *Policy, now int64, cost int, record bool) verdict {
 	window, limit := int64(p.Window), int64(p.Limit)
 	c.roll(s, window, now)
 	used := c.used(s, window, now)
-	v := verdict{ok: used+int64(cost) <= limit, remaining: int(max(limit-used, 0)), reset: c.reset(s, p, used, now)}
+	v := verdict{ok: used+int64(cost) <= limit}
 	if !v.ok {
 		v.retry = c.wait(s, window, limit, int64(cost), now)
+	} else if record {
+		s.n += int32(cost)
+		used += int64(cost)
 	}
+	v.remaining, v.reset = int(max(limit-used, 0)), c.reset(s, p, used, now)
 	return v
 }
 
@@ -60,12 +64,6 @@ func (windowCounter) wait(s *state, window, limit, k, now int64) time.Duration {
 	// Fits only in the next window, once this window's count, then the
 	// previous one, has decayed to limit-k.
 	return time.Duration(window - elapsed + max(0, window-mulDivFloor(limit-k, window, cur)))
-}
-
-func (c windowCounter) record(s *state, p *Policy, now int64, cost int) verdict {
-	s.n += int32(cost)
-	used := c.used(s, int64(p.Window), now)
-	return verdict{ok: true, remaining: int(max(int64(p.Limit)-used, 0)), reset: c.reset(s, p, used, now)}
 }
 
 // refund takes cost requests off the count of the window at fell in.
