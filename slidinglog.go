@@ -30,7 +30,7 @@ func (slidingLog) take(s *state, p *Policy, now int64, cost int, record bool) ve
 		// left; the last of them to leave is at index n+cost-limit-1.
 		v.retry = time.Duration(s.at(n+cost-p.Limit-1) + window - now)
 	} else if record {
-		if n+cost > s.room() {
+		if n+cost > len(s.ring()) {
 			s.regrow(min(max(2*n, n+cost), p.Limit)) // by doubling, never beyond the limit
 		}
 		for range cost {
@@ -66,20 +66,18 @@ func (slidingLog) idleAt(s *state, p *Policy) int64 {
 	return minInstant
 }
 
-// room returns how many instants the log has room for.
-func (s *state) room() int {
+// ring returns the memory of the log: t while it holds at most one
+// instant, else the ring.
+func (s *state) ring() []int64 {
 	if s.log == nil {
-		return len(s.t)
+		return s.t[:]
 	}
-	return len(*s.log)
+	return *s.log
 }
 
 // slot returns where the log keeps its i-th instant, oldest first.
 func (s *state) slot(i int) *int64 {
-	if s.log == nil {
-		return &s.t[0]
-	}
-	ring := *s.log
+	ring := s.ring()
 	if i += int(s.prev); i >= len(ring) {
 		i -= len(ring)
 	}
@@ -104,20 +102,17 @@ func (s *state) dropOldest(k int) {
 	s.n -= int32(k)
 	if s.log != nil && k > 0 {
 		s.prev = int32((int(s.prev) + k) % len(*s.log))
+		s.shrink()
 	}
-	s.shrink()
 }
 
 // shrink keeps a log of at most one instant in the state, freeing the
 // ring.
 func (s *state) shrink() {
-	if s.log == nil || s.n > 1 {
-		return
+	if s.log != nil && s.n <= 1 {
+		s.t[0] = s.at(0) // the one left, if any
+		s.log, s.prev = nil, 0
 	}
-	if s.n == 1 {
-		s.t[0] = s.at(0)
-	}
-	s.log, s.prev = nil, 0
 }
 
 // regrow moves the log to a ring of size instants, as many as it holds at
