@@ -137,7 +137,7 @@ func newMemoryStore(c MemoryConfig) *memoryStore {
 		s.perShard = max(1, c.MaxKeys/n)
 	}
 	for i := range s.shards {
-		s.shards[i] = shard{m: make(map[string]*entry), sweepLen: minSweepLen, dropped: minInstant}
+		s.shards[i] = shard{m: make(map[string]*entry), dropped: minInstant, sweepLen: minSweepLen, sweepAt: math.MaxInt64}
 	}
 	s.sweeping.Go(func() { s.sweepLoop(ctx) })
 	return s
@@ -362,11 +362,14 @@ func (s *memoryStore) insert(sh *shard, ps *policySet, names []string, key strin
 		es[i] = &entry{seen: read, since: max(read-1, sh.dropped)}
 		sh.m[name+key] = es[i] // a copy of key, which never pins a larger string
 		sh.peak = max(sh.peak, len(sh.m))
-		// No state goes idle sooner than one emission interval after it
-		// counts a request (the window of the log and the counter is
-		// longer), nor a calendar count before its period ends.
-		if p := &ps.policies[i]; !isCalendar(p.Algorithm) {
-			sh.sweepAt = min(sh.sweepAt, now+interval(p))
+		// The entry counts its first request at read or later, and no
+		// state goes idle within a window of a request it counted, but
+		// GCRA's within one emission interval, and a calendar count
+		// before its period ends.
+		if p := &ps.policies[i]; p.Algorithm == GCRA {
+			sh.sweepAt = min(sh.sweepAt, read+interval(p))
+		} else if !isCalendar(p.Algorithm) {
+			sh.sweepAt = min(sh.sweepAt, read+int64(p.Window))
 		}
 	}
 	return nil

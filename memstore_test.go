@@ -260,6 +260,34 @@ func TestNewKeysSweepIdleOnes(t *testing.T) {
 	}
 }
 
+// A new entry does not send its shard to be swept before the entry could
+// be idle: a flood of new keys within one window costs no sweep, for the
+// log and the counter a window after their first request, for GCRA one
+// emission interval.
+func TestNewEntriesPutTheSweepOffUntilTheyCanBeIdle(t *testing.T) {
+	for _, tt := range []struct {
+		p     Policy
+		quiet time.Duration
+	}{
+		{Policy{Name: "p", Limit: 10, Window: time.Minute}, time.Minute},
+		{Policy{Name: "p", Limit: 10, Window: time.Minute, Algorithm: SlidingWindowCounter}, time.Minute},
+		{Policy{Name: "p", Limit: 10, Window: time.Minute, Algorithm: GCRA}, 6 * time.Second},
+	} {
+		t.Run(tt.p.Algorithm.String(), func(t *testing.T) {
+			clk := fakeclock.New()
+			s := msStore(t, MemoryConfig{Clock: clk.Now})
+			set, sh := msSet(t, tt.p), &s.shards[0]
+			for _, k := range msKeysIn(s, sh, "k-", 2*minSweepLen) {
+				msTake(t, s, k, set)
+			}
+			sh.mu.RLock()
+			defer sh.mu.RUnlock()
+			assert.Equal(t, clk.Now().Add(tt.quiet).UnixNano(), sh.sweepAt, "the shard's next sweep")
+			assert.Equal(t, minSweepLen, sh.sweepLen, "the shard holds %d entries and was never swept", len(sh.m))
+		})
+	}
+}
+
 // A key's entry goes idle by its own policy's window, not by the longest
 // window the store has seen: a daily policy beside a per-second one does
 // not keep a flood of per-second keys for a day, nor lock new clients out
