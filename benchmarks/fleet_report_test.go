@@ -69,13 +69,6 @@ func (r *fleetReport) write(t *testing.T) {
 	t.Logf("report written to %s", out)
 }
 
-func ratio(a, b float64) string {
-	if b == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.3f", a/b)
-}
-
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 
 func msList(ds []time.Duration) string {
