@@ -54,7 +54,8 @@ func (m *msReference) instant(rk *msRefKey, r int64, create bool) int64 {
 		if !create {
 			return r
 		}
-		rk.live, rk.seen, rk.since = true, r, max(r-1, rk.reset)
+		// Made after a Reset, the entries decide no earlier than it.
+		rk.live, rk.seen, rk.since = true, max(r, rk.reset), max(r-1, rk.reset)
 		rk.logs = make([][]int64, len(m.policies))
 	}
 	rk.seen = max(rk.seen, r)
@@ -326,7 +327,7 @@ func msCheckEntries(t *testing.T, s *memoryStore, ref *msReference, keys []strin
 	for _, k := range keys {
 		sh := s.shardOf(k)
 		sh.mu.RLock()
-		entries += len(sh.m)
+		entries += sh.n
 		sh.mu.RUnlock()
 		rk := ref.keys[k]
 		isLive := rk != nil && rk.live

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,15 +40,15 @@ type MemoryConfig struct {
 // WithStore. The caller closes it, which stops its background sweep.
 //
 // Each key's state under each policy is an entry: a lock and the
-// algorithm's state. Entries live in shards, each a map behind its own
-// lock that is held only to find, add or drop an entry, and a decision
-// holds only its entries' locks, so different keys never wait on each
-// other. Memory stays bounded: what has left a window is dropped whenever
-// an entry is used; a new entry that finds its shard doubled since it was
-// last swept sweeps it, unless no entry there can be idle yet, so that
-// sweeping keeps pace with any flood of new keys; a background sweep drops
-// every idle entry once a minute; and MaxKeys bounds the number of
-// entries.
+// algorithm's state. Entries live in shards, each a map per policy behind
+// one lock that is held only to find, add or drop an entry, and a
+// decision holds only its entries' locks, so different keys never wait on
+// each other. Memory stays bounded: what has left a window is dropped
+// whenever an entry is used; a new entry that finds its shard doubled
+// since it was last swept sweeps it, unless no entry there can be idle
+// yet, so that sweeping keeps pace with any flood of new keys; a
+// background sweep drops every idle entry once a minute; and MaxKeys
+// bounds the number of entries.
 func NewMemoryStore(c MemoryConfig) (Store, error) {
 	if c.MaxKeys < 0 {
 		return nil, errors.New("ratelimit: MemoryConfig.MaxKeys: " + strconv.Itoa(c.MaxKeys) + ", want >= 0")
@@ -71,19 +72,22 @@ type memoryStore struct {
 	sweeping sync.WaitGroup
 }
 
-// A shard is a map of entries and its lock. An entry's name in the map is
-// its policy's number, ':' and the key (see catalog); a key's entries for
-// every policy are in the shard its key's hash picks, so that a decision
-// under several policies finds them under one lock.
+// A shard holds the entries of the keys its hash picks, a map of them per
+// policy, so that a decision under several policies finds a key's entries
+// under one lock.
 type shard struct {
 	mu sync.RWMutex
-	m  map[string]*entry
-	// dropped is the latest instant the shard's forgotten entries were
-	// decided at (by a Reset, an eviction or a sweep): an entry made since
-	// decides after it, and ignores refunds of requests counted until
-	// then, which belonged to one forgotten.
+	m  []map[string]*entry // by the policy's number (see catalog), then key
+	n  int                 // entries in m
+	// peak is the most entries m has held since its maps were made.
+	peak int
+	// dropped is the latest instant the shard forgot an entry at: that
+	// of a Reset or an eviction, or the one a swept entry went idle at,
+	// and never before the entry was last decided at. An entry made
+	// since decides no earlier, so that nothing the forgotten one
+	// counted bears on its decisions, and takes no refund of a request
+	// counted until then, which belonged to the forgotten one.
 	dropped int64
-	peak    int // most entries m has held since it was made
 	// A new entry sweeps the shard once it holds sweepLen entries,
 	// unless none can be idle yet: none is before sweepAt.
 	sweepLen int
@@ -130,14 +134,14 @@ func newMemoryStore(c MemoryConfig) *memoryStore {
 		n /= 2 // so that per-shard bounds stay usable
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &memoryStore{shards: make([]shard, n), seed: maphash.MakeSeed(), catalog: catalog{byID: make(map[string][]string)},
+	s := &memoryStore{shards: make([]shard, n), seed: maphash.MakeSeed(), catalog: catalog{byID: make(map[string][]int)},
 		clock: c.Clock, base: time.Now(), evict: c.EvictLeastRecent, stop: stop}
 	s.epoch = s.base.UnixNano()
 	if c.MaxKeys > 0 {
 		s.perShard = max(1, c.MaxKeys/n)
 	}
 	for i := range s.shards {
-		s.shards[i] = shard{m: make(map[string]*entry), dropped: minInstant, sweepLen: minSweepLen, sweepAt: math.MaxInt64}
+		s.shards[i] = shard{dropped: minInstant, sweepLen: minSweepLen, sweepAt: math.MaxInt64}
 	}
 	s.sweeping.Go(func() { s.sweepLoop(ctx) })
 	return s
@@ -159,28 +163,34 @@ func (s *memoryStore) shardOf(key string) *shard {
 	return &s.shards[maphash.String(s.seed, key)&uint64(len(s.shards)-1)]
 }
 
-// Take implements Store.
+// Take implements Store. The Result is made here, not by a helper that
+// Peek shares, so that it is written once, in place.
 func (s *memoryStore) Take(ctx context.Context, key string, set PolicySet, cost int) (Result, error) {
-	return s.take(ctx, key, set, cost, true)
+	var buf [4]*entry
+	es, now, err := s.lock(ctx, key, set, cost, true, buf[:0])
+	if err != nil {
+		return Result{}, err
+	}
+	v, i := decide(set.p, es, now, cost, true)
+	unlockAll(es)
+	p := &set.p.policies[i]
+	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
+		Policy: p.Name, Window: windowOf(p, now), At: time.Unix(0, now)}, nil
 }
 
 // Peek implements Store. It may drop what has left a window, which no
 // decision depends on, and changes nothing else.
 func (s *memoryStore) Peek(ctx context.Context, key string, set PolicySet) (Result, error) {
-	return s.take(ctx, key, set, 1, false)
-}
-
-// take decides a request of cost for key under set, recording it if
-// record is set (Take) and not if not (Peek).
-func (s *memoryStore) take(ctx context.Context, key string, set PolicySet, cost int, record bool) (Result, error) {
 	var buf [4]*entry
-	es, now, err := s.lock(ctx, key, set, cost, record, buf[:0])
+	es, now, err := s.lock(ctx, key, set, 1, false, buf[:0])
 	if err != nil {
 		return Result{}, err
 	}
-	v, i := decide(set.p, es, now, cost, record)
+	v, i := decide(set.p, es, now, 1, false)
 	unlockAll(es)
-	return result(&set.p.policies[i], v, now), nil
+	p := &set.p.policies[i]
+	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
+		Policy: p.Name, Window: windowOf(p, now), At: time.Unix(0, now)}, nil
 }
 
 // decide takes cost requests under every policy of ps, from the states
@@ -237,18 +247,15 @@ func (s *memoryStore) Reset(ctx context.Context, key string, set PolicySet) erro
 	if err := check(ctx, set, 1); err != nil {
 		return err
 	}
-	names := s.catalog.names(set.p)
-	sh := s.shardOf(key)
+	sh, now := s.shardOf(key), s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	es := make([]*entry, len(names))
-	sh.find(names, key, es)
-	for i, e := range es {
-		if e != nil {
+	for _, n := range s.catalog.numbers(set.p) {
+		if e := sh.get(n, key); e != nil {
 			// Waiting here is safe: no goroutine holds an entry's lock
 			// while it asks for a shard's.
 			e.mu.Lock()
-			sh.forget(names[i]+key, e, max(s.now(), e.seen))
+			sh.forget(n, key, e, max(now, e.seen))
 			e.mu.Unlock()
 		}
 	}
@@ -271,23 +278,25 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 	if err := check(ctx, set, cost); err != nil {
 		return nil, 0, err
 	}
-	names := s.catalog.names(set.p)
+	ns := s.catalog.numbers(set.p)
 	sh := s.shardOf(key)
 	read := s.now()
 	for {
-		es = append(es[:0], make([]*entry, len(names))...)
+		es = es[:0]
 		sh.mu.RLock()
-		missing := sh.find(names, key, es)
+		for _, n := range ns {
+			es = append(es, sh.get(n, key))
+		}
 		sh.mu.RUnlock()
-		if create && missing > 0 {
-			if err := s.insert(sh, set.p, names, key, es, read); err != nil {
+		if create && slices.Contains(es, nil) {
+			if err := s.insert(sh, set.p, ns, key, es, read); err != nil {
 				return nil, 0, err
 			}
 		}
 		now := read
 		for i, e := range es {
 			if e == nil {
-				e = new(entry)
+				e = &entry{seen: minInstant}
 				es[i] = e
 			}
 			e.mu.Lock()
@@ -317,71 +326,84 @@ func unlockAll(es []*entry) {
 	}
 }
 
-// find sets es[i] to the entry of key under the policy whose name prefix
-// is names[i], or nil, and returns how many are nil. The caller holds
-// sh.mu.
-func (sh *shard) find(names []string, key string, es []*entry) (missing int) {
-	var buf [128]byte
-	for i, name := range names {
-		if es[i] = sh.m[string(append(append(buf[:0], name...), key...))]; es[i] == nil {
-			missing++
-		}
+// get returns the entry of key under the policy numbered n, or nil. The
+// caller holds sh.mu.
+func (sh *shard) get(n int, key string) *entry {
+	if n < len(sh.m) {
+		return sh.m[n][key]
 	}
-	return missing
+	return nil
 }
 
-// insert adds to sh the entries es lacks for key, one per name of a
-// policy of ps, sweeping the shard first when a sweep is due and making
-// room if it is full. read is the reading of the clock the request
-// decides at, at least.
-func (s *memoryStore) insert(sh *shard, ps *policySet, names []string, key string, es []*entry, read int64) error {
-	now := s.now()
+// insert adds to sh the entries es lacks for key, one per policy of ps,
+// numbered ns, sweeping the shard first when a sweep is due and making
+// room if it is full. read is a reading of the clock taken before the
+// shard's lock: a new entry decides at it, or at the instant the shard
+// last forgot an entry if that is later.
+func (s *memoryStore) insert(sh *shard, ps *policySet, ns []int, key string, es []*entry, read int64) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if len(sh.m) >= sh.sweepLen && now >= sh.sweepAt {
-		s.sweep(sh, now)
+	if sh.n >= sh.sweepLen && read >= sh.sweepAt {
+		s.sweep(sh, read)
 	}
 	// Room for every entry the key lacks before any is added, so that
 	// making room for one never drops another, new and so idle (which
 	// would send the request round again, for ever in a small shard), and
 	// the key gets all of them or none. Making room may drop one of the
 	// key's own entries: look again each time.
-	for missing := sh.find(names, key, es); s.perShard > 0 && len(sh.m)+missing > s.perShard; missing = sh.find(names, key, es) {
-		if !s.makeRoom(sh, now) {
+	for {
+		missing := 0
+		for i, n := range ns {
+			if es[i] = sh.get(n, key); es[i] == nil {
+				missing++
+			}
+		}
+		if s.perShard == 0 || sh.n+missing <= s.perShard {
+			break
+		}
+		if !s.makeRoom(sh, read) {
 			s.rejected.Add(1)
 			return errStoreFull
 		}
 	}
-	for i, name := range names {
+	key = strings.Clone(key) // never pins a larger string
+	for i, n := range ns {
 		if es[i] != nil {
 			continue // it was there, or another request made it first
+		}
+		for len(sh.m) <= n {
+			sh.m = append(sh.m, make(map[string]*entry))
 		}
 		// since keeps a refund from reaching back past an entry of the
 		// key the shard forgot: what it counted, at or before the
 		// instant it was forgotten, is never taken from this one.
-		es[i] = &entry{seen: read, since: max(read-1, sh.dropped)}
-		sh.m[name+key] = es[i] // a copy of key, which never pins a larger string
-		sh.peak = max(sh.peak, len(sh.m))
+		at := max(read, sh.dropped)
+		es[i] = &entry{seen: at, since: max(read-1, sh.dropped)}
+		sh.m[n][key] = es[i]
+		sh.n++
+		sh.peak = max(sh.peak, sh.n)
 		// The entry counts its first request at read or later, and no
 		// state goes idle within a window of a request it counted, but
 		// GCRA's within one emission interval, and a calendar count
 		// before its period ends.
 		if p := &ps.policies[i]; p.Algorithm == GCRA {
-			sh.sweepAt = min(sh.sweepAt, read+interval(p))
+			sh.sweepAt = min(sh.sweepAt, at+interval(p))
 		} else if !isCalendar(p.Algorithm) {
-			sh.sweepAt = min(sh.sweepAt, read+int64(p.Window))
+			sh.sweepAt = min(sh.sweepAt, at+int64(p.Window))
 		}
 	}
 	return nil
 }
 
-// forget drops e, named name in sh, at the instant at: at least the
-// latest it was decided at, so that an entry made later ignores refunds of
-// what e counted, even where a clock stepping back makes that later entry
-// decide at earlier instants. The caller holds sh.mu and e.mu.
-func (sh *shard) forget(name string, e *entry, at int64) {
+// forget drops e, the entry of key under the policy numbered n, at the
+// instant at: at least the latest it was decided at, so that an entry
+// made later decides after what e counted, and takes no refund of it,
+// even where a clock stepping back would have it decide earlier. The
+// caller holds sh.mu and e.mu.
+func (sh *shard) forget(n int, key string, e *entry, at int64) {
 	e.seen = dropped
-	delete(sh.m, name)
+	delete(sh.m[n], key)
+	sh.n--
 	sh.dropped = max(sh.dropped, at)
 }
 
@@ -394,26 +416,30 @@ func (sh *shard) forget(name string, e *entry, at int64) {
 func (s *memoryStore) sweep(sh *shard, now int64) {
 	next := int64(math.MaxInt64)
 	ps := s.catalog.all() // numbers every entry of sh, which the caller holds
-	for name, e := range sh.m {
-		p := policyOf(ps, name)
-		e.mu.Lock()
-		if at := algorithmOf(p.Algorithm).idleAt(&e.st, p); at <= now {
-			sh.forget(name, e, e.seen) // idle, but a clock stepping back could reach it
-		} else {
-			next = min(next, at)
+	for n, m := range sh.m {
+		p, a := ps[n], algorithmOf(ps[n].Algorithm)
+		for key, e := range m {
+			e.mu.Lock()
+			if at := a.idleAt(&e.st, p); at <= now {
+				sh.forget(n, key, e, max(at, e.seen))
+			} else {
+				next = min(next, at)
+			}
+			e.mu.Unlock()
 		}
-		e.mu.Unlock()
 	}
-	sh.sweepLen = max(2*len(sh.m), minSweepLen)
+	sh.sweepLen = max(2*sh.n, minSweepLen)
 	sh.sweepAt = next
-	if sh.peak >= 64 && len(sh.m) <= sh.peak/4 {
-		// Go maps keep the memory of their peak: give a shrunken shard a
-		// map of its present size (maps.Clone may keep the capacity).
-		m := make(map[string]*entry, len(sh.m))
-		for k, e := range sh.m {
-			m[k] = e
+	if sh.peak >= 64 && sh.n <= sh.peak/4 {
+		// Go maps keep the memory of their peak: give a shrunken shard
+		// maps of their present size (maps.Clone may keep the capacity).
+		for i, m := range sh.m {
+			sh.m[i] = make(map[string]*entry, len(m))
+			for k, e := range m {
+				sh.m[i][k] = e
+			}
 		}
-		sh.m, sh.peak = m, len(m)
+		sh.peak = sh.n
 	}
 }
 
@@ -422,29 +448,33 @@ func (s *memoryStore) sweep(sh *shard, now int64) {
 // store evicts, the least recently decided of a sample. The caller holds
 // sh.mu.
 func (s *memoryStore) makeRoom(sh *shard, now int64) bool {
-	if n := len(sh.m); now >= sh.sweepAt {
-		if s.sweep(sh, now); len(sh.m) < n {
+	if n := sh.n; now >= sh.sweepAt {
+		if s.sweep(sh, now); sh.n < n {
 			return true
 		}
 	}
-	if !s.evict || len(sh.m) == 0 {
+	if !s.evict || sh.n == 0 {
 		return false
 	}
 	var victim *entry
-	var name string
-	oldest, n := int64(math.MaxInt64), evictSample
-	for k, e := range sh.m {
-		e.mu.Lock()
-		if e.seen < oldest {
-			victim, name, oldest = e, k, e.seen
-		}
-		e.mu.Unlock()
-		if n--; n == 0 {
-			break
+	var policy int
+	var key string
+	oldest, left := int64(math.MaxInt64), evictSample
+sample:
+	for n, m := range sh.m {
+		for k, e := range m {
+			e.mu.Lock()
+			if e.seen < oldest {
+				victim, policy, key, oldest = e, n, k, e.seen
+			}
+			e.mu.Unlock()
+			if left--; left == 0 {
+				break sample
+			}
 		}
 	}
 	victim.mu.Lock()
-	sh.forget(name, victim, max(now, victim.seen))
+	sh.forget(policy, key, victim, max(now, victim.seen))
 	victim.mu.Unlock()
 	s.evicted.Add(1)
 	return true
@@ -475,7 +505,7 @@ func (s *memoryStore) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.RLock()
-		st.Keys += len(sh.m)
+		st.Keys += sh.n
 		sh.mu.RUnlock()
 	}
 	return st
@@ -490,67 +520,46 @@ func (s *memoryStore) Close() error {
 	return nil
 }
 
-func result(p *Policy, v verdict, now int64) Result {
-	return Result{
-		Allowed:    v.ok,
-		Limit:      p.Limit,
-		Remaining:  v.remaining,
-		RetryAfter: v.retry,
-		Reset:      v.reset,
-		Policy:     p.Name,
-		Window:     windowOf(p, now),
-		At:         time.Unix(0, now),
-	}
-}
-
-// catalog numbers the policies of the sets a store is given, so that an
-// entry's name in its shard says which policy of which set it counts for,
-// in a prefix of a few bytes ("<number>:"), before the key. Sets of one ID
+// catalog numbers the policies of the sets a store is given, so that a
+// shard keeps each policy's entries in a map of its own. Sets of one ID
 // share numbers, and so counts; the catalog grows with the IDs, which
 // name quotas whatever their limits, not with the sets.
 type catalog struct {
 	mu       sync.Mutex
-	byID     map[string][]string // set ID -> the prefix of each of its policies
-	policies []*Policy           // by number: the policy of the first set of its ID
+	byID     map[string][]int // set ID -> the number of each of its policies
+	policies []*Policy        // by number: the policy of the first set of its ID
 }
 
-// numbering is the prefixes a catalog gave the policies of a set.
+// numbering is the numbers a catalog gave the policies of a set.
 type numbering struct {
-	by    *catalog
-	names []string
+	by *catalog
+	ns []int
 }
 
-// names returns the prefix of each policy of ps.
-func (c *catalog) names(ps *policySet) []string {
+// numbers returns the number of each policy of ps.
+func (c *catalog) numbers(ps *policySet) []int {
 	if n := ps.numbered.Load(); n != nil && n.by == c {
-		return n.names
+		return n.ns
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	names, ok := c.byID[ps.id]
+	ns, ok := c.byID[ps.id]
 	if !ok {
 		for i := range ps.policies {
-			names = append(names, strconv.Itoa(len(c.policies))+":")
+			ns = append(ns, len(c.policies))
 			c.policies = append(c.policies, &ps.policies[i])
 		}
-		c.byID[ps.id] = names
+		c.byID[ps.id] = ns
 	}
-	ps.numbered.CompareAndSwap(nil, &numbering{c, names})
-	return names
+	ps.numbered.CompareAndSwap(nil, &numbering{c, ns})
+	return ns
 }
 
 // all returns the policies by number: those of every entry made before
-// the call (the slice only grows).
+// the call (the slice only grows). A policy's limit may be another set's
+// of the same ID, its window and algorithm not.
 func (c *catalog) all() []*Policy {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.policies
-}
-
-// policyOf returns the policy the entry named name counts for, of the
-// numbered policies ps: its limit may be another set's of the same ID,
-// its window and algorithm not.
-func policyOf(ps []*Policy, name string) *Policy {
-	n, _ := strconv.Atoi(name[:strings.IndexByte(name, ':')])
-	return ps[n]
 }

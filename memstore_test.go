@@ -65,9 +65,7 @@ func msEntry(s *memoryStore, key string, set PolicySet, i int) *entry {
 	sh := s.shardOf(key)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	es := make([]*entry, 1)
-	sh.find(s.catalog.names(set.p)[i:i+1], key, es)
-	return es[0]
+	return sh.get(s.catalog.numbers(set.p)[i], key)
 }
 
 // msLog returns the log of key under the first policy of set (a sliding
@@ -702,6 +700,57 @@ func TestReadingsBeforeTheLockStayInOrder(t *testing.T) {
 	assert.Equal(t, []int64{msSince(0), later, later}, ts, "instants logged")
 }
 
+// A request that read the clock before a sweep dropped its key's idle
+// entry, and makes the entry again after it, decides no earlier than the
+// instant the dropped entry went idle: at its own reading it would count
+// within a window of what the dropped entry counted (a limit of 1 would
+// admit two requests 900ms apart in a window of 1s). The clock holds the
+// request between its reading and its lookup while the sweep runs.
+func TestAKeyMadeAgainDecidesNoEarlierThanItsSweep(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		now     = fakeclock.Start
+		hold    bool
+		read    = make(chan struct{})
+		release = make(chan struct{})
+	)
+	clock := func() time.Time {
+		mu.Lock()
+		t, h := now, hold
+		hold = false
+		mu.Unlock()
+		if h {
+			read <- struct{}{}
+			<-release
+		}
+		return t
+	}
+	set := func(t time.Time, h bool) {
+		mu.Lock()
+		now, hold = t, h
+		mu.Unlock()
+	}
+	s := msStore(t, MemoryConfig{Clock: clock})
+	p := msSet(t, Policy{Name: "p", Limit: 1, Window: time.Second})
+	msTake(t, s, "k", p)
+
+	set(fakeclock.Start.Add(900*time.Millisecond), true)
+	done := make(chan Result)
+	go func() {
+		res, _ := s.Take(context.Background(), "k", p, 1)
+		done <- res
+	}()
+	<-read // the request has read 900ms
+	set(fakeclock.Start.Add(time.Second), false)
+	msSweepAll(s)
+	require.Equal(t, 0, s.Stats().Keys, "entries after the sweep at 1s")
+	close(release)
+
+	res := <-done
+	assert.True(t, res.Allowed, "the request that read 900ms")
+	assert.Equal(t, msSince(time.Second), res.At.UnixNano(), "At: want the instant the dropped entry went idle (1s), not the reading (900ms)")
+}
+
 // A key cut from a larger string is copied before the store keeps it, so
 // that it does not pin the larger one.
 func TestStoreKeepsNoLargerString(t *testing.T) {
@@ -712,10 +761,10 @@ func TestStoreKeepsNoLargerString(t *testing.T) {
 	sh := s.shardOf(big[:10])
 	start := uintptr(unsafe.Pointer(unsafe.StringData(big)))
 	found := 0
-	for name := range sh.m {
+	for key := range sh.m[s.catalog.numbers(p.p)[0]] {
 		found++
-		assert.Equal(t, s.catalog.names(p.p)[0]+big[:10], name, "the entry's name")
-		k := uintptr(unsafe.Pointer(unsafe.StringData(name)))
+		assert.Equal(t, big[:10], key, "the entry's key")
+		k := uintptr(unsafe.Pointer(unsafe.StringData(key)))
 		assert.False(t, k >= start && k < start+uintptr(len(big)), "the store keeps a slice of the string the key was cut from")
 	}
 	assert.Equal(t, 1, found, "entries in the key's shard")
@@ -875,11 +924,12 @@ func msDelete(s *memoryStore, key string, set PolicySet) {
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	name := s.catalog.names(set.p)[0] + key
-	if e := sh.m[name]; e != nil {
+	n := s.catalog.numbers(set.p)[0]
+	if e := sh.get(n, key); e != nil {
 		e.mu.Lock()
 		e.seen = dropped
-		delete(sh.m, name)
+		delete(sh.m[n], key)
+		sh.n--
 		e.mu.Unlock()
 	}
 }
