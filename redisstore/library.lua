@@ -32,7 +32,7 @@ end
 -- num returns s as an integer in [0, 2^53), or nil if it is not one.
 local function num(s)
   local x = tonum(s)
-  if x and x == floor(x) and x >= 0 and x < TWO53 then return x end
+  if x and x % 1 == 0 and x >= 0 and x < TWO53 then return x end
   return nil
 end
 
@@ -100,10 +100,12 @@ local function count(s)
   return tonum(s)
 end
 
+-- clock reads the server's time in µs. Arithmetic converts TIME's
+-- strings itself, exactly, without a call.
 local function clock(args)
   if args[1] ~= '' then return tonum(args[1]) end
   local t = redis.call('TIME')
-  return tonum(t[1]) * 1000000 + tonum(t[2])
+  return t[1] * 1000000 + t[2]
 end
 
 local function context(keys, args, ro, np)
@@ -327,8 +329,11 @@ local function gcraParams(limit, w)
   return t, limit * t
 end
 
+-- gcraSet passes tat and the expiry to SET as numbers, which Redis
+-- prints exactly below 2^53: no string is made in Lua. The state expires
+-- when the bucket is full again; tat is ahead of now wherever it is set.
 local function gcraSet(k, tat, now, slack)
-  redis.call('SET', k, dec(tat), 'PX', px(now, slack, tat))
+  redis.call('SET', k, tat, 'PX', floor((tat - now + 999) / 1000) + slack)
 end
 
 local function gcraReset(now, tat, t, depth)
@@ -646,19 +651,20 @@ local function takeGCRA(keys, args)
       tat = x
     end
   end
-  local rem = max(floor((now + depth - tat) / t), 0)
   local over = tat + cost * t - depth - now
   if over > 0 then
     local r1 = over
     if cost > 1 then r1 = max(tat + t - depth - now, 0) end -- cost 1 may fit
+    local rem = max(floor((now + depth - tat) / t), 0)
     return {now, 0, r1, 1, rem, over, gcraReset(now, tat, t, depth), 0, 0}
   end
   local extra, lend = 0, 0
-  if want > 0 then extra, lend = lease(want, rem - cost, now, now + LEASE) end
+  if want > 0 then extra, lend = lease(want, floor((now + depth - tat) / t) - cost, now, now + LEASE) end
   tat = tat + (cost + extra) * t
   gcraSet(k, tat, now, slack)
-  rem = floor((now + depth - tat) / t)
-  local reset = gcraReset(now, tat, t, depth)
+  -- gcraReset written out: tat is ahead of now, and rem is not negative.
+  local rem = floor((now + depth - tat) / t)
+  local reset = tat - depth + (rem + 1) * t - now
   if extra == 0 then return {now, 1, 0, 1, rem, 0, reset, 0, 0} end
   return {now, 1, 0, 1, rem, 0, reset, extra, lend, tat}
 end

@@ -3,7 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -78,7 +78,8 @@ func policySet(t testing.TB, ps ...ratelimit.Policy) ratelimit.PolicySet {
 func stateKey(prefix, key string, set ratelimit.PolicySet, name string) string {
 	sum := sha256.Sum256([]byte(key))
 	id := sha256.Sum256([]byte(set.ID()))
-	return prefix + "{" + hex.EncodeToString(sum[:]) + "}:" + hex.EncodeToString(id[:8]) + ":" + name
+	b64 := base64.RawURLEncoding
+	return prefix + "{" + b64.EncodeToString(sum[:16]) + "}:" + b64.EncodeToString(id[:8]) + ":" + name
 }
 
 // takeOK is st.Take, failing t on an error.
@@ -329,7 +330,7 @@ func TestKeyLayout(t *testing.T) {
 	})
 	// The README's example.
 	takeOK(t, st, "ip:203.0.113.7", policySet(t, ratelimit.Policy{Name: "default", Limit: 300, Window: time.Minute}), 1)
-	readme := p + "{68368b836af7b89c2c6ef9a3ada81a8da5851bac87288f23f98af357b8b6ba9f}:c9cd42701779b81b:default"
+	readme := p + "{aDaLg2r3uJwsbvmjragajQ}:yc1CcBd5uBs:default"
 	if n := c.Exists(context.Background(), readme).Val(); n != 1 {
 		t.Errorf("the README's example key %q not written", readme)
 	}
