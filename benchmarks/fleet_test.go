@@ -668,7 +668,7 @@ func fleetServerCost(t *testing.T, srv *fleetServer, rep *fleetReport) {
 		"decisions/s. *Server µs per call* is the command's `usec_per_call`, wall time, which grows while the server "+
 		"waits for a CPU a busy client holds (client and server share 2 cores here); *server CPU µs per call* is the "+
 		"server process's CPU (`INFO cpu`) over the calls, which does not, and includes reading and answering each "+
-		"call. redisstore's keys are about 100 bytes (see the redisstore README's key layout), redis_rate's about 15. "+
+		"call. redisstore's keys are about 50 bytes (see the redisstore README's key layout), redis_rate's about 15. "+
 		"Reported, not asserted; asserted: no request refused.", fleetGoroutines, d, keys, limit, serverCostRounds)
 	rep.table([]string{"implementation", "server µs per call", "server CPU µs per call", "calls", "errors (timeouts)", "decisions/s", "p50 µs", "µs ratio", "CPU ratio", "decisions/s ratio", "p50 ratio"}, rows)
 }
