@@ -21,11 +21,10 @@ import (
 //     pointer to the rest of the log, with no lock of its own.
 //   - mutex+instant+log: that, with a lock per key, so that different
 //     keys never wait on each other.
-//   - ratelimit: the memory store's layout: the map is keyed by the
-//     policy's number in the store, ':' and the key ("0:apikey:client-N"),
-//     and the 48-byte entry holds a lock, the instants it was last decided
-//     at and before which refunds are refused, and the log's instant,
-//     ring pointer, length and head.
+//   - ratelimit: the memory store's layout: a map per policy, keyed by
+//     the key, to a 48-byte entry that holds a lock, the instants it was
+//     last decided at and before which refunds are refused, and the log's
+//     instant, ring pointer, length and head.
 func BenchmarkMemoryFloor(b *testing.B) {
 	// The fields are blank: only their sizes and pointers count.
 	type instantLog struct {
@@ -53,7 +52,7 @@ func BenchmarkMemoryFloor(b *testing.B) {
 			b.Run("layout=mutex+instant+log", func(b *testing.B) { floor[mutexInstantLog](b, prefix) })
 			b.Run("layout=ratelimit", func(b *testing.B) {
 				fill(b, prefix, make([]map[string]*entry, shards), func(ms []map[string]*entry, h uint64, k string) {
-					ms[h&(shards-1)]["0:"+k] = new(entry)
+					ms[h&(shards-1)][k] = new(entry)
 				})
 			})
 		})

@@ -119,8 +119,8 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	echo "What a key costs in layouts stripped to their bones: a Go map from the key"
 	echo "to a pointer, and what it points at (see \`floor_test.go\`). \`int64\` is"
 	echo "throttled's layout; \`mutex+instant+log\` is the least an exact log with a"
-	echo "lock per key can be; \`ratelimit\` is the memory store's layout, a map keyed"
-	echo "by the policy's number and the key to a 48-byte entry."
+	echo "lock per key can be; \`ratelimit\` is the memory store's layout, a map per"
+	echo "policy keyed by the key to a 48-byte entry."
 	echo
 	echo "| key | layout | B/key |"
 	echo "|---|---|---:|"
