@@ -163,19 +163,16 @@ func (s *memoryStore) shardOf(key string) *shard {
 	return &s.shards[maphash.String(s.seed, key)&uint64(len(s.shards)-1)]
 }
 
-// Take implements Store. The Result is made here, not by a helper that
-// Peek shares, so that it is written once, in place.
+// Take implements Store.
 func (s *memoryStore) Take(ctx context.Context, key string, set PolicySet, cost int) (Result, error) {
 	var buf [4]*entry
 	es, now, err := s.lock(ctx, key, set, cost, true, buf[:0])
 	if err != nil {
 		return Result{}, err
 	}
-	v, i := decide(set.p, es, now, cost, true)
+	v, p := takeAll(set.p, es, now, cost, true)
 	unlockAll(es)
-	p := &set.p.policies[i]
-	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
-		Policy: p.Name, Window: windowOf(p, now), At: time.Unix(0, now)}, nil
+	return v.result(p, now), nil
 }
 
 // Peek implements Store. It may drop what has left a window, which no
@@ -186,18 +183,16 @@ func (s *memoryStore) Peek(ctx context.Context, key string, set PolicySet) (Resu
 	if err != nil {
 		return Result{}, err
 	}
-	v, i := decide(set.p, es, now, 1, false)
+	v, p := takeAll(set.p, es, now, 1, false)
 	unlockAll(es)
-	p := &set.p.policies[i]
-	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
-		Policy: p.Name, Window: windowOf(p, now), At: time.Unix(0, now)}, nil
+	return v.result(p, now), nil
 }
 
-// decide takes cost requests under every policy of ps, from the states
+// takeAll takes cost requests under every policy of ps, from the states
 // of es, recording them if record is set and every policy allows them, so
 // that a request is counted in all of them or in none. It returns the
-// verdict of the policy that binds tightest, with its index.
-func decide(ps *policySet, es []*entry, now int64, cost int, record bool) (verdict, int) {
+// verdict of the policy that binds tightest, with the policy.
+func takeAll(ps *policySet, es []*entry, now int64, cost int, record bool) (verdict, *Policy) {
 	for i, a := range ps.algos {
 		if len(es) > 1 && record {
 			record = a.take(&es[i].st, &ps.policies[i], now, cost, false).ok
@@ -210,7 +205,16 @@ func decide(ps *policySet, es []*entry, now int64, cost int, record bool) (verdi
 			worst, at = v, i
 		}
 	}
-	return worst, at
+	p := &ps.policies[at]
+	worst.window = windowOf(p, now)
+	return worst, p
+}
+
+// result is the Result of v, p's verdict at now. It is small enough to
+// be inlined, so that Take writes its Result once, in place.
+func (v verdict) result(p *Policy, now int64) Result {
+	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
+		Policy: p.Name, Window: v.window, At: time.Unix(0, now)}
 }
 
 // Refund implements Store.

@@ -687,7 +687,7 @@ func TestReadingsBeforeTheLockStayInOrder(t *testing.T) {
 	// Meanwhile a request that read 2s got the lock first, and was
 	// decided as lock and Take decide it.
 	later := msSince(2 * time.Second)
-	v, _ := decide(p.p, []*entry{e}, later, 1, true)
+	v, _ := takeAll(p.p, []*entry{e}, later, 1, true)
 	e.seen = later
 	require.True(t, v.ok, "the request holding the lock: refused, want allowed")
 	e.mu.Unlock()
