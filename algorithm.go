@@ -60,7 +60,6 @@ type verdict struct {
 	remaining int
 	retry     time.Duration // when !ok: until cost more requests would fit
 	reset     time.Duration // until the quota next grows
-	window    time.Duration // the policy's window then (see windowOf); set by takeAll
 }
 
 // tighter reports whether v binds tighter than w: a refusal before an

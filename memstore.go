@@ -163,16 +163,19 @@ func (s *memoryStore) shardOf(key string) *shard {
 	return &s.shards[maphash.String(s.seed, key)&uint64(len(s.shards)-1)]
 }
 
-// Take implements Store.
+// Take implements Store. It makes the Result itself, rather than a helper
+// it shares with Peek, so that the Result is written once, in place.
 func (s *memoryStore) Take(ctx context.Context, key string, set PolicySet, cost int) (Result, error) {
 	var buf [4]*entry
 	es, now, err := s.lock(ctx, key, set, cost, true, buf[:0])
 	if err != nil {
 		return Result{}, err
 	}
-	v, p := takeAll(set.p, es, now, cost, true)
+	v, i := takeAll(set.p, es, now, cost, true)
 	unlockAll(es)
-	return v.result(p, now), nil
+	p := &set.p.policies[i]
+	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
+		Policy: p.Name, Window: windowOf(p, now), At: time.Unix(0, now)}, nil
 }
 
 // Peek implements Store. It may drop what has left a window, which no
@@ -183,16 +186,18 @@ func (s *memoryStore) Peek(ctx context.Context, key string, set PolicySet) (Resu
 	if err != nil {
 		return Result{}, err
 	}
-	v, p := takeAll(set.p, es, now, 1, false)
+	v, i := takeAll(set.p, es, now, 1, false)
 	unlockAll(es)
-	return v.result(p, now), nil
+	p := &set.p.policies[i]
+	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
+		Policy: p.Name, Window: windowOf(p, now), At: time.Unix(0, now)}, nil
 }
 
 // takeAll takes cost requests under every policy of ps, from the states
 // of es, recording them if record is set and every policy allows them, so
 // that a request is counted in all of them or in none. It returns the
-// verdict of the policy that binds tightest, with the policy.
-func takeAll(ps *policySet, es []*entry, now int64, cost int, record bool) (verdict, *Policy) {
+// verdict of the policy that binds tightest, with its index.
+func takeAll(ps *policySet, es []*entry, now int64, cost int, record bool) (verdict, int) {
 	for i, a := range ps.algos {
 		if len(es) > 1 && record {
 			record = a.take(&es[i].st, &ps.policies[i], now, cost, false).ok
@@ -205,16 +210,7 @@ func takeAll(ps *policySet, es []*entry, now int64, cost int, record bool) (verd
 			worst, at = v, i
 		}
 	}
-	p := &ps.policies[at]
-	worst.window = windowOf(p, now)
-	return worst, p
-}
-
-// result is the Result of v, p's verdict at now. It is small enough to
-// be inlined, so that Take writes its Result once, in place.
-func (v verdict) result(p *Policy, now int64) Result {
-	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
-		Policy: p.Name, Window: v.window, At: time.Unix(0, now)}
+	return worst, at
 }
 
 // Refund implements Store.
