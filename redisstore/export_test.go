@@ -1,6 +1,10 @@
 package redisstore
 
-import "time"
+import (
+	"time"
+
+	"github.com/slidelog/ratelimit"
+)
 
 // WithScriptClock makes the store's scripts read now instead of the
 // server's TIME, and keep every key an hour longer than it matters, since
@@ -19,3 +23,9 @@ const StepTolerance = stepTolerance
 
 // Library is the function library the store loads.
 var Library = library
+
+// SameLeaseSlot reports whether the leases of keys a and b under set take
+// one slot of s's table of leases.
+func SameLeaseSlot(s *Store, a, b string, set ratelimit.PolicySet) bool {
+	return s.leases.slot(a, set.ID()) == s.leases.slot(b, set.ID())
+}

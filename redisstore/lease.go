@@ -42,9 +42,11 @@ import (
 // what of their shares has not refilled, and nothing is given back after a
 // Reset.
 //
-// The table is fixed in size, one slot per hash of key and set: a lease
-// whose slot another key takes is forgotten (its unused slots then free
-// with the window, as a crashed process's do).
+// The table is fixed in size, one slot per hash of key and set. Another
+// key takes a slot only once its lease has ended, giving back what the
+// lease left unused; until then the other key's requests go to Redis
+// without a lease, as with leases off. A collision thus costs round
+// trips, never slots.
 
 // maxLease is the longest lease there is, and the one the store takes.
 const maxLease = 50 * time.Millisecond
@@ -88,18 +90,24 @@ type lease struct {
 
 func newLeases() *leases { return &leases{seed: maphash.MakeSeed()} }
 
-// of returns the lease of key under set, locked, taking its slot if
-// another key holds it. When set's limits differ from those the lease was
-// granted under, the grant ends: of returns its unused slots, for the
-// caller to give back.
-func (t *leases) of(key string, set ratelimit.PolicySet) (*lease, *grant) {
+// of returns the lease of key under set, locked; or nil, when the slot
+// holds another key's lease that has not ended (a grant with time and
+// slots left, or an ask out). It takes the slot from another key whose
+// lease has ended, and when set's limits differ from those the lease was
+// granted under, the grant ends: either way of returns the unused slots,
+// for the caller to give back. now is the local clock (ns).
+func (t *leases) of(key string, set ratelimit.PolicySet, now int64) (*lease, *grant) {
 	id := set.ID()
-	h := maphash.String(t.seed, key) ^ maphash.String(t.seed, id)*0x9e3779b97f4a7c15
-	l := &t.slots[h%leaseSlots]
+	l := t.slot(key, id)
 	l.mu.Lock()
 	var stale *grant
 	switch {
 	case l.key != key || l.set.ID() != id:
+		if l.asking != nil || l.left > 0 && now < l.until {
+			l.mu.Unlock()
+			return nil, nil
+		}
+		stale = l.expire()
 		l.key, l.set = strings.Clone(key), set
 		l.left, l.marks, l.hits, l.prev, l.period, l.asking, l.quiet = 0, nil, 0, 0, 0, nil, 0
 	case !sameLimits(l.set, set):
@@ -107,6 +115,12 @@ func (t *leases) of(key string, set ratelimit.PolicySet) (*lease, *grant) {
 		l.set = set
 	}
 	return l, stale
+}
+
+// slot returns the slot of the lease of key under the set of ID id.
+func (t *leases) slot(key, id string) *lease {
+	h := maphash.String(t.seed, key) ^ maphash.String(t.seed, id)*0x9e3779b97f4a7c15
+	return &t.slots[h%leaseSlots]
 }
 
 // admit counts a Take of cost at now (local ns) and admits it from the
@@ -169,6 +183,7 @@ func (l *lease) done(ask chan struct{}, t *taken, sent, now int64) (give *grant)
 // grant is what a lease gives back when it ends: its unused slots, and
 // what Redis needs to find them.
 type grant struct {
+	key    string
 	set    ratelimit.PolicySet // the limits it was granted under
 	unused int
 	at     time.Time
@@ -181,14 +196,14 @@ func (l *lease) expire() *grant {
 	if l.left == 0 {
 		return nil
 	}
-	g := &grant{set: l.set, unused: l.left, at: l.grant, marks: l.marks}
+	g := &grant{key: l.key, set: l.set, unused: l.left, at: l.grant, marks: l.marks}
 	l.left = 0
 	return g
 }
 
-// release gives back the unused slots of each of grants for key, skipping
-// nil ones.
-func (s *Store) release(ctx context.Context, key string, grants ...*grant) {
+// release gives back the unused slots of each of grants, skipping nil
+// ones.
+func (s *Store) release(ctx context.Context, grants ...*grant) {
 	for _, g := range grants {
 		if g == nil {
 			continue
@@ -197,7 +212,7 @@ func (s *Store) release(ctx context.Context, key string, grants ...*grant) {
 		for _, m := range g.marks {
 			args = append(args, m)
 		}
-		if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, key, g.set, true), args); err != nil && ctx.Err() == nil {
+		if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, g.key, g.set, true), args); err != nil && ctx.Err() == nil {
 			s.fail(err)
 		}
 	}
@@ -232,10 +247,7 @@ func (s *Store) releaseEnded(all bool) {
 		if l.left > 0 && (all || s.mono() >= l.until) {
 			g = l.expire()
 		}
-		key := l.key
 		l.mu.Unlock()
-		if g != nil {
-			s.release(context.Background(), key, g)
-		}
+		s.release(context.Background(), g)
 	}
 }

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,5 +110,75 @@ func TestRefundLeasedNearWindowEnd(t *testing.T) {
 	}
 	if r, err := plain.Peek(ctx, "k", set); err != nil || r.Remaining != 100 {
 		t.Errorf("after refunding all %d: %+v, %v; want 100 remaining", len(admitted), r, err)
+	}
+}
+
+// TestLeaseSlotCollision: two busy keys whose leases take one slot of the
+// table. A lease whose slot the other key took used to be forgotten, its
+// unused slots held in Redis until the window ended, so that each key
+// admitted less than its limit, and a month's quota could drain without a
+// request. Now a key's lease keeps its slot until it ends: the other key
+// goes to Redis without a lease meanwhile, and each admits exactly its
+// limit. The clock stands still, so no lease ends by time.
+func TestLeaseSlotCollision(t *testing.T) {
+	for _, a := range []ratelimit.Algorithm{ratelimit.SlidingWindowCounter, ratelimit.GCRA, ratelimit.Monthly} {
+		t.Run(a.String(), func(t *testing.T) {
+			ctx := context.Background()
+			c := sharedClient(t)
+			clk := storetest.Clock{}
+			clk.Set(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			st, _ := clockedStore(t, c, &clk, redisstore.WithLeases(true))
+			window := 24 * time.Hour
+			if a == ratelimit.Monthly {
+				window = 0
+			}
+			const limit = 200
+			set := policySet(t, ratelimit.Policy{Name: "p", Limit: limit, Window: window, Algorithm: a})
+			other := ""
+			for i := 0; other == ""; i++ {
+				if k := fmt.Sprint("b-", i); redisstore.SameLeaseSlot(st, "a", k, set) {
+					other = k
+				}
+			}
+			allowed := map[string]int{}
+			for i := range 2 * 300 {
+				// Runs of three of one key, so that each is busy enough
+				// for a lease, then of the other.
+				k := map[bool]string{true: "a", false: other}[i/3%2 == 0]
+				r, err := st.Take(ctx, k, set, 1)
+				if err != nil {
+					t.Fatalf("take %d of %s: %v", i, k, err)
+				}
+				if r.Allowed {
+					allowed[k]++
+				}
+			}
+			for _, k := range []string{"a", other} {
+				if allowed[k] != limit {
+					t.Errorf("%s: %d allowed of 300, want exactly %d", k, allowed[k], limit)
+				}
+			}
+
+			// A lease that has ended gives its unused slots back when the
+			// other key takes its slot.
+			ended, taker := "ended", ""
+			for i := 0; taker == ""; i++ {
+				if k := fmt.Sprint("taker-", i); redisstore.SameLeaseSlot(st, ended, k, set) {
+					taker = k
+				}
+			}
+			for i := range 3 {
+				if r, err := st.Take(ctx, ended, set, 1); err != nil || !r.Allowed {
+					t.Fatalf("take %d of %s: %+v, %v", i, ended, r, err)
+				}
+			}
+			clk.Advance(time.Second) // the lease has ended
+			if _, err := st.Take(ctx, taker, set, 1); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := st.Peek(ctx, ended, set); err != nil || r.Remaining != limit-3 {
+				t.Errorf("Peek(%s) after its lease ended: %+v, %v; want %d remaining", ended, r, err, limit-3)
+			}
+		})
 	}
 }

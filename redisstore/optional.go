@@ -47,9 +47,12 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 		return err
 	}
 	if s.leases != nil {
-		l, _ := s.leases.of(key, set)
-		l.left = 0 // its slots went with the state, whatever its limits
-		l.mu.Unlock()
+		l, stale := s.leases.of(key, set, s.mono())
+		if l != nil {
+			l.left = 0 // its slots went with the state, whatever its limits
+			l.mu.Unlock()
+		}
+		s.release(ctx, stale)
 	}
 	_, err := s.fcall(ctx, fnReset, false, keys(s.prefix, key, set, true), s.args(set, 1, 0))
 	s.invalidate(key, set)

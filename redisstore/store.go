@@ -215,10 +215,14 @@ func (s *Store) takeFailed(ctx context.Context, key string, set ratelimit.Policy
 // ask to end with asked, if any.
 func (s *Store) leased(ctx context.Context, key string, set ratelimit.PolicySet, cost int) (res ratelimit.Result, ok bool, want int, ask chan struct{}, err error) {
 	for {
-		l, stale := s.leases.of(key, set)
-		res, ok, wait, want, ask, give := l.admit(cost, s.mono())
+		now := s.mono()
+		l, stale := s.leases.of(key, set, now)
+		if l == nil {
+			return res, false, 0, nil, nil // another key's lease holds the slot
+		}
+		res, ok, wait, want, ask, give := l.admit(cost, now)
 		l.mu.Unlock()
-		s.release(ctx, key, stale, give)
+		s.release(ctx, stale, give)
 		if wait == nil {
 			return res, ok, want, ask, nil
 		}
@@ -236,10 +240,12 @@ func (s *Store) asked(ctx context.Context, key string, set ratelimit.PolicySet, 
 	if !ok {
 		t = nil
 	}
-	l, stale := s.leases.of(key, set)
-	give := l.done(ask, t, sent, s.mono())
+	// The slot is this key's: no other key takes a slot with an ask out.
+	now := s.mono()
+	l, stale := s.leases.of(key, set, now)
+	give := l.done(ask, t, sent, now)
 	l.mu.Unlock()
-	s.release(ctx, key, stale, give)
+	s.release(ctx, stale, give)
 }
 
 // remember updates the refusal cache with the decision res of a request
