@@ -368,31 +368,37 @@ func (s *memoryStore) insert(sh *shard, ps *policySet, ns []int, key string, es 
 	}
 	key = strings.Clone(key) // never pins a larger string
 	for i, n := range ns {
-		if es[i] != nil {
-			continue // it was there, or another request made it first
-		}
-		for len(sh.m) <= n {
-			sh.m = append(sh.m, make(map[string]*entry))
-		}
-		// since keeps a refund from reaching back past an entry of the
-		// key the shard forgot: what it counted, at or before the
-		// instant it was forgotten, is never taken from this one.
-		at := max(read, sh.dropped)
-		es[i] = &entry{seen: at, since: max(read-1, sh.dropped)}
-		sh.m[n][key] = es[i]
-		sh.n++
-		sh.peak = max(sh.peak, sh.n)
-		// The entry counts its first request at read or later, and no
-		// state goes idle within a window of a request it counted, but
-		// GCRA's within one emission interval, and a calendar count
-		// before its period ends.
-		if p := &ps.policies[i]; p.Algorithm == GCRA {
-			sh.sweepAt = min(sh.sweepAt, at+interval(p))
-		} else if !isCalendar(p.Algorithm) {
-			sh.sweepAt = min(sh.sweepAt, at+int64(p.Window))
+		if es[i] == nil { // not there, nor made first by another request
+			es[i] = sh.add(&ps.policies[i], n, key, read)
 		}
 	}
 	return nil
+}
+
+// add makes the entry of key under p, numbered n, for a request that read
+// the clock at read, and returns it. The caller holds sh.mu.
+func (sh *shard) add(p *Policy, n int, key string, read int64) *entry {
+	for len(sh.m) <= n {
+		sh.m = append(sh.m, make(map[string]*entry))
+	}
+	// since keeps a refund from reaching back past an entry of the key
+	// the shard forgot: what it counted, at or before the instant it was
+	// forgotten, is never taken from this one.
+	at := max(read, sh.dropped)
+	e := &entry{seen: at, since: max(read-1, sh.dropped)}
+	sh.m[n][key] = e
+	sh.n++
+	sh.peak = max(sh.peak, sh.n)
+	// The entry counts its first request at at or later, and no state
+	// goes idle within a window of a request it counted, but GCRA's
+	// within one emission interval, and a calendar count before its
+	// period ends.
+	if p.Algorithm == GCRA {
+		sh.sweepAt = min(sh.sweepAt, at+interval(p))
+	} else if !isCalendar(p.Algorithm) {
+		sh.sweepAt = min(sh.sweepAt, at+int64(p.Window))
+	}
+	return e
 }
 
 // forget drops e, the entry of key under the policy numbered n, at the
