@@ -389,10 +389,10 @@ func (sh *shard) add(p *Policy, n int, key string, read int64) *entry {
 	sh.m[n][key] = e
 	sh.n++
 	sh.peak = max(sh.peak, sh.n)
-	// The entry counts its first request at at or later, and no state
-	// goes idle within a window of a request it counted, but GCRA's
-	// within one emission interval, and a calendar count before its
-	// period ends.
+	// The entry counts its first request at the instant at or later, and
+	// no state goes idle within a window of a request it counted, but
+	// GCRA's within one emission interval, and a calendar count before
+	// its period ends.
 	if p.Algorithm == GCRA {
 		sh.sweepAt = min(sh.sweepAt, at+interval(p))
 	} else if !isCalendar(p.Algorithm) {
