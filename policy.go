@@ -32,7 +32,8 @@ type Policy struct {
 // Period returns the calendar period of p that holds t, as stores count
 // it: from midnight of its first day in p.Location (UTC if nil), weeks
 // from Monday; periods are computed with time.Date, so that a day of a
-// change of daylight saving time has its 23 or 25 hours. For a policy of
+// change of daylight saving time has its 23 or 25 hours, and a day whose
+// midnight a change skips begins at the change. For a policy of
 // a rolling window, it returns the window that ends at t.
 func (p Policy) Period(t time.Time) (start, end time.Time) {
 	if !isCalendar(p.Algorithm) {
@@ -45,12 +46,24 @@ func (p Policy) Period(t time.Time) (start, end time.Time) {
 	y, m, d := t.In(loc).Date()
 	switch p.Algorithm {
 	case Daily:
-		return time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+		return midnight(y, m, d, loc), midnight(y, m, d+1, loc)
 	case Weekly:
 		d -= (int(t.In(loc).Weekday()) + 6) % 7 // back to Monday
-		return time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+7, 0, 0, 0, 0, loc)
+		return midnight(y, m, d, loc), midnight(y, m, d+7, loc)
 	}
-	return time.Date(y, m, 1, 0, 0, 0, 0, loc), time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
+	return midnight(y, m, 1, loc), midnight(y, m+1, 1, loc)
+}
+
+// midnight returns the first instant of the day y-m-d in loc (normalized
+// as by time.Date). Where a change of time skips midnight, as Santiago's
+// in September, the day begins at the change, and time.Date may give the
+// hour before it, on the day before.
+func midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	if t.Day() != time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Day() {
+		_, t = t.ZoneBounds()
+	}
+	return t
 }
 
 // isCalendar reports whether a counts per calendar period.

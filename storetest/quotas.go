@@ -21,7 +21,11 @@ func (s *suite) calendarCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range calendarPeriods(berlin) {
+	santiago, err := time.LoadLocation("America/Santiago")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range calendarPeriods(berlin, santiago) {
 		t.Run(c.name, func(t *testing.T) { s.calendarPeriod(t, c) })
 	}
 }
@@ -37,8 +41,9 @@ type calendarPeriodCase struct {
 }
 
 // calendarPeriods is the table of calendarCase; berlin is the zone of its
-// changes of daylight saving time.
-func calendarPeriods(berlin *time.Location) []calendarPeriodCase {
+// changes of daylight saving time, and santiago that of a change at
+// midnight, which skips it: the day begins at the change, at 01:00.
+func calendarPeriods(berlin, santiago *time.Location) []calendarPeriodCase {
 	utc := func(y int, m time.Month, d, h int) time.Time { return time.Date(y, m, d, h, 0, 0, 0, time.UTC) }
 	inBerlin := func(y int, m time.Month, d, h, min int) time.Time { return time.Date(y, m, d, h, min, 0, 0, berlin) }
 	return []calendarPeriodCase{
@@ -49,6 +54,11 @@ func calendarPeriods(berlin *time.Location) []calendarPeriodCase {
 		{"a day of 23 hours", ratelimit.Daily, berlin, inBerlin(2026, 3, 29, 0, 0), inBerlin(2026, 3, 29, 0, 30), inBerlin(2026, 3, 30, 0, 0), inBerlin(2026, 3, 31, 0, 0)},
 		{"a day of 25 hours", ratelimit.Daily, berlin, inBerlin(2026, 10, 25, 0, 0), inBerlin(2026, 10, 25, 0, 30), inBerlin(2026, 10, 26, 0, 0), inBerlin(2026, 10, 27, 0, 0)},
 		{"a month across a change", ratelimit.Monthly, berlin, inBerlin(2026, 3, 1, 0, 0), inBerlin(2026, 3, 31, 23, 59), inBerlin(2026, 4, 1, 0, 0), inBerlin(2026, 5, 1, 0, 0)},
+		// Santiago's clocks go from 00:00 -04 to 01:00 -03 on 6 September
+		// 2026: the 6th begins at 04:00 UTC, its 01:00, and the 5th's last
+		// hour runs from 03:00 UTC.
+		{"the day before a skipped midnight", ratelimit.Daily, santiago, time.Date(2026, 9, 5, 0, 0, 0, 0, santiago), time.Date(2026, 9, 5, 23, 30, 0, 0, santiago), utc(2026, 9, 6, 4), time.Date(2026, 9, 7, 0, 0, 0, 0, santiago)},
+		{"the day of a skipped midnight", ratelimit.Daily, santiago, utc(2026, 9, 6, 4), time.Date(2026, 9, 6, 12, 0, 0, 0, santiago), time.Date(2026, 9, 7, 0, 0, 0, 0, santiago), time.Date(2026, 9, 8, 0, 0, 0, 0, santiago)},
 	}
 }
 
