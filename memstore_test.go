@@ -260,16 +260,18 @@ func TestNewKeysSweepIdleOnes(t *testing.T) {
 
 // A new entry does not send its shard to be swept before the entry could
 // be idle: a flood of new keys within one window costs no sweep, for the
-// log and the counter a window after their first request, for GCRA one
-// emission interval.
+// log a window after their first request, for the counter two windows
+// from the start of the fixed window it fell in (the fake clock starts at
+// one), for GCRA one emission interval, and for a day at its end.
 func TestNewEntriesPutTheSweepOffUntilTheyCanBeIdle(t *testing.T) {
 	for _, tt := range []struct {
 		p     Policy
 		quiet time.Duration
 	}{
 		{Policy{Name: "p", Limit: 10, Window: time.Minute}, time.Minute},
-		{Policy{Name: "p", Limit: 10, Window: time.Minute, Algorithm: SlidingWindowCounter}, time.Minute},
+		{Policy{Name: "p", Limit: 10, Window: time.Minute, Algorithm: SlidingWindowCounter}, 2 * time.Minute},
 		{Policy{Name: "p", Limit: 10, Window: time.Minute, Algorithm: GCRA}, 6 * time.Second},
+		{Policy{Name: "p", Limit: 10, Algorithm: Daily}, 24 * time.Hour},
 	} {
 		t.Run(tt.p.Algorithm.String(), func(t *testing.T) {
 			clk := fakeclock.New()
@@ -970,4 +972,31 @@ func (s *state) instants() []int64 {
 		ts[i] = s.at(i)
 	}
 	return ts
+}
+
+// A full shard finds its idle entries of every algorithm, calendar
+// periods included, without waiting for the background sweep: each entry
+// tells the shard when it can first go idle.
+func TestAFullStoreFindsIdleEntriesOfEveryAlgorithm(t *testing.T) {
+	for _, a := range []Algorithm{SlidingLog, SlidingWindowCounter, GCRA, Daily, Weekly, Monthly} {
+		t.Run(a.String(), func(t *testing.T) {
+			clk := fakeclock.New()
+			s := msStore(t, MemoryConfig{MaxKeys: minPerShard, Clock: clk.Now})
+			require.Len(t, s.shards, 1)
+			p := Policy{Name: "p", Limit: 5, Window: time.Minute, Algorithm: a}
+			if isCalendar(a) {
+				p.Window = 0
+			}
+			set := msSet(t, p)
+			for i := range minPerShard {
+				require.True(t, msTake(t, s, "k"+strconv.Itoa(i), set).Allowed)
+			}
+			_, err := s.Take(context.Background(), "new", set, 1)
+			require.ErrorIs(t, err, errStoreFull, "a new key while every entry is live")
+
+			clk.Advance(32 * 24 * time.Hour) // past every window and period
+			_, err = s.Take(context.Background(), "new", set, 1)
+			require.NoError(t, err, "a new key beside %d idle entries", minPerShard)
+		})
+	}
 }
