@@ -28,7 +28,8 @@ type MemoryConfig struct {
 	// state it samples instead of refusing the new key: new keys are
 	// always served, but an evicted key's count starts over. MaxKeys
 	// stays a bound, though: a key whose set has more policies than a
-	// shard may hold (16, or MaxKeys if less) is refused all the same.
+	// shard may hold (at least 16, or MaxKeys if less) is refused all
+	// the same.
 	EvictLeastRecent bool
 	// Clock, if set, is read instead of time.Now, for simulations that
 	// replay traffic. A reading earlier than the latest is taken as the
