@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 )
 
@@ -86,16 +87,15 @@ func (l *Limiter) Allow(ctx context.Context, key string, cost int) Decision {
 // cost no wait could fit, asks the store, applies the failure mode and dry
 // run, and calls the hooks. r is nil for Allow.
 func (l *Limiter) decide(ctx context.Context, r *http.Request, key string, cost int) Decision {
+	if cost < 1 || cost > math.MaxInt32 { // above every policy's limit
+		return l.rejectCost(r, cost)
+	}
 	p, err := l.planOf(ctx, r, key)
 	if err != nil {
 		return l.failed(err)
 	}
-	if err := p.set.CheckCost(cost); err != nil {
-		// Whatever the failure mode: a cost is the request's, not the
-		// store's, and serving it uncounted would be a bypass.
-		err = costError(cost)
-		l.reportError(r, err)
-		return Decision{Outcome: Reject, Err: err}
+	if p.set.CheckCost(cost) != nil {
+		return l.rejectCost(r, cost)
 	}
 	res, err := l.store.Take(ctx, key, p.set, cost)
 	if err != nil {
@@ -117,6 +117,16 @@ func (l *Limiter) decide(ctx context.Context, r *http.Request, key string, cost 
 		}
 	}
 	return d
+}
+
+// rejectCost is the Decision of a request whose cost its plan, or every
+// plan, cannot count, whatever the failure mode: the cost is the
+// request's, not the store's or the lookup's, and serving it uncounted
+// would be a bypass.
+func (l *Limiter) rejectCost(r *http.Request, cost int) Decision {
+	err := costError(cost)
+	l.reportError(r, err)
+	return Decision{Outcome: Reject, Err: err}
 }
 
 // failed is the Decision of a request the limiter could not decide, as

@@ -51,6 +51,29 @@ func (c *limitsCase) errors() []error {
 	return append([]error(nil), c.errs...)
 }
 
+// A cost no plan can count is rejected even when the lookup fails and the
+// limiter fails open: the lookup's failure is no reason to serve a
+// request that no plan would have counted.
+func TestLimitsLookupFailsOpenRejectsAnInvalidCost(t *testing.T) {
+	boom := errors.New("contracts database down")
+	cost := 0
+	c := newLimitsCase(t, time.Hour, func(context.Context, string) ([]ratelimit.Policy, error) { return nil, boom },
+		ratelimit.WithFailOpen(), ratelimit.WithCost(func(*http.Request) int { return cost }))
+	served := false
+	h := c.l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
+	w := get(h, "192.0.2.1:1", "X-API-Key", "a")
+	assert.False(t, served, "a request of cost 0 reached the handler")
+	assert.Equal(t, http.StatusBadRequest, w.Code)
+	for _, cost := range []int{-1, 0} {
+		d := c.l.Allow(context.Background(), "apikey:a", cost)
+		assert.Equal(t, ratelimit.Reject, d.Outcome, "Allow of cost %d under a failing lookup: %v", cost, d.Err)
+		assert.ErrorIs(t, d.Err, ratelimit.ErrInvalidCost, "cost %d", cost)
+	}
+	d := c.l.Allow(context.Background(), "apikey:a", 1)
+	assert.Equal(t, ratelimit.Serve, d.Outcome, "cost 1: fails open")
+	assert.ErrorIs(t, d.Err, boom)
+}
+
 // A lookup that fails is answered as a store failure, by the failure
 // mode, and reported once while its error is cached (at most a second,
 // however long the ttl); then it is called again.
