@@ -73,21 +73,31 @@ type limitsCache struct {
 // cached is one key's answer, until expires; done is closed once it is
 // known.
 type cached struct {
-	plan    *plan // nil for the default policies
-	err     error
-	expires int64
-	done    chan struct{}
+	plan     *plan // nil for the default policies
+	err      error
+	expires  int64
+	done     chan struct{}
+	reported atomic.Bool // err went to a call's report
+}
+
+// result returns e's answer, and reports its error if no call has: the
+// first call to see the answer does, which is the one that asked for it
+// unless that one stopped waiting.
+func (e *cached) result(report func(error)) (*plan, error) {
+	if e.err != nil && e.reported.CompareAndSwap(false, true) {
+		report(e.err)
+	}
+	return e.plan, e.err
 }
 
 // planOf returns the plan of the client key: looked up (and cached), or
-// the default one (nil). report is called with an error found by this
-// call (the lookup's, or ctx's while it waits for it), not with one
-// cached.
+// the default one (nil). report is called with the lookup's error, once
+// (see cached.result), and with ctx's while this call waits for it.
 func (c *limitsCache) planOf(ctx context.Context, key string, report func(error)) (*plan, error) {
 	now := c.now()
 	if v, ok := c.keys.Load(key); ok {
 		if e := v.(*cached); now < e.expires {
-			return e.plan, e.err
+			return e.result(report)
 		}
 	}
 	c.mu.Lock()
@@ -95,7 +105,7 @@ func (c *limitsCache) planOf(ctx context.Context, key string, report func(error)
 		// Filled while this call waited for the lock.
 		if e := v.(*cached); now < e.expires {
 			c.mu.Unlock()
-			return e.plan, e.err
+			return e.result(report)
 		}
 	}
 	e, ok := c.inflight[key]
@@ -111,10 +121,7 @@ func (c *limitsCache) planOf(ctx context.Context, key string, report func(error)
 		report(ctx.Err())
 		return nil, ctx.Err()
 	}
-	if !ok && e.err != nil {
-		report(e.err)
-	}
-	return e.plan, e.err
+	return e.result(report)
 }
 
 // fill calls the lookup for key and makes e its answer, within

@@ -51,6 +51,40 @@ func (c *limitsCase) errors() []error {
 	return append([]error(nil), c.errs...)
 }
 
+// A lookup's error goes to OnError once even when the request that asked
+// for it stopped waiting first: the first request to see the answer
+// reports it.
+func TestLimitsLookupErrorIsReportedWhenItsCallerGaveUp(t *testing.T) {
+	boom := errors.New("contracts database: connection refused")
+	started, release := make(chan struct{}), make(chan struct{})
+	c := newLimitsCase(t, time.Hour, func(context.Context, string) ([]ratelimit.Policy, error) {
+		close(started)
+		<-release
+		return nil, boom
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan ratelimit.Decision)
+	go func() { first <- c.l.Allow(ctx, "apikey:a", 1) }()
+	<-started
+	cancel()
+	require.ErrorIs(t, (<-first).Err, context.Canceled)
+	close(release)
+
+	// boom, or the lookup's timeout if this machine took longer to get
+	// here: either way, the answer cached.
+	var answer error
+	for i := range 3 {
+		d := c.l.Allow(context.Background(), "apikey:a", 1)
+		require.Error(t, d.Err, "decision %d", i)
+		answer = d.Err
+	}
+	errs := c.errors()
+	require.Len(t, errs, 2, "OnError calls: the first request's cancellation, then the lookup's error")
+	assert.ErrorIs(t, errs[0], context.Canceled)
+	assert.Equal(t, answer, errs[1])
+	assert.Equal(t, int64(1), c.lookups.Load())
+}
+
 // A cost no plan can count is rejected even when the lookup fails and the
 // limiter fails open: the lookup's failure is no reason to serve a
 // request that no plan would have counted.
