@@ -243,6 +243,10 @@ func KeyJoin(keys ...Keyer) Keyer {
 					ks = append(ks, "")
 					continue
 				}
+				if longs != nil {
+					// The first error is the answer, and no join is made.
+					return "", longs[0].KeyError
+				}
 				return "", err
 			}
 			ks = append(ks, k)

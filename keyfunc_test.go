@@ -437,3 +437,18 @@ func TestKeyByHeaderErrorsUseTheConfiguredName(t *testing.T) {
 		}
 	}
 }
+
+// A join's first error is its answer: a part too long to keep, then a
+// part missing, is the 431 of the first, so that KeyFirst does not fall
+// back past an oversized credential as if it were missing.
+func TestKeyJoinAnswersItsFirstError(t *testing.T) {
+	join := ratelimit.KeyJoin(ratelimit.KeyByHeader("X-A"), ratelimit.KeyByHeader("X-B"))
+	r := keysReq("X-A", strings.Repeat("a", keysMaxKeyLen+1))
+	_, err := join.Key(r)
+	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, keysStatus(err), "the first part's error, got %v", err)
+	assert.NotErrorIs(t, err, ratelimit.ErrNoKey)
+	key, err := ratelimit.KeyFirst(join, ratelimit.KeyByIP()).Key(r)
+	assert.Error(t, err, "KeyFirst fell back to %q", key)
+	_, err = ratelimit.KeyHashed(join).Key(r)
+	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, keysStatus(err), "KeyHashed of a join missing a part, got %v", err)
+}
