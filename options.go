@@ -100,10 +100,11 @@ func WithPolicies(ps ...Policy) Option {
 
 // WithCost makes the middleware count a request as cost(r) requests, for
 // endpoints that do more work per call. A cost that cannot be counted is
-// answered by the error handler as a Reject, whatever the failure mode and without
-// touching the client's count: below 1 with 400 Bad Request, above a
-// policy's limit, which no wait could fit, with 413 Content Too Large
-// (both match ErrInvalidCost).
+// answered by the error handler as a Reject, whatever the failure mode and
+// without touching the client's count: below 1 with 400 Bad Request, above
+// a policy's limit, which no wait could fit, with 413 Content Too Large
+// (both match ErrInvalidCost); but under WithDryRun a cost above the limit
+// is served, uncounted, and reported to OnError.
 func WithCost(cost func(r *http.Request) int) Option {
 	return func(c *config) { need(c, "WithCost", &c.cost, cost, cost == nil) }
 }
@@ -141,7 +142,9 @@ func WithCountIf(keep func(r *http.Request, status int) bool) Option {
 // WithDryRun decides and reports every request as usual (headers, hooks,
 // the Decision, FromContext under WithResultInContext) but never refuses
 // one: how to roll out a new limit and watch, through OnLimit, whom it
-// would have limited.
+// would have limited. A cost above the new limit is served too, uncounted,
+// and goes to OnError (ErrInvalidCost); a cost below 1 is still rejected,
+// as a request no limit could count.
 func WithDryRun() Option {
 	return func(c *config) { c.dryRun = true }
 }
