@@ -41,7 +41,9 @@ import (
 // starts a full quota.
 //
 // Refund takes back cost requests that Take allowed for key under set at
-// the instant at (their Result.At): the sliding log removes those very
+// the instant at (their Result.At); set is the one given to that Take, as
+// its limits were, since GCRA's share of the bucket depends on them (a
+// Limiter refunds so). The sliding log removes those very
 // instants, the window counter takes them off the count of the window
 // they fell in, and GCRA gives back what of their share of the bucket has
 // not refilled since at. A refund never reaches counts that came after a
