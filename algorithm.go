@@ -54,6 +54,10 @@ type state struct {
 	prev int32    // counter: previous window's count
 }
 
+// newState returns the state of a key never seen: its t is before any
+// instant, a clock's before 1970 included.
+func newState() state { return state{t: [1]int64{minInstant}} }
+
 // verdict is one policy's answer.
 type verdict struct {
 	ok        bool

@@ -299,7 +299,7 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 		now := read
 		for i, e := range es {
 			if e == nil {
-				e = &entry{seen: minInstant}
+				e = &entry{seen: minInstant, st: newState()}
 				es[i] = e
 			}
 			e.mu.Lock()
@@ -389,13 +389,13 @@ func (sh *shard) add(p *Policy, a algorithm, n int, key string, read int64) *ent
 	// the shard forgot: what it counted, at or before the instant it was
 	// forgotten, is never taken from this one.
 	at := max(read, sh.dropped)
-	e := &entry{seen: at, since: max(read-1, sh.dropped)}
+	e := &entry{seen: at, since: max(read-1, sh.dropped), st: newState()}
 	sh.m[n][key] = e
 	sh.n++
 	sh.peak = max(sh.peak, sh.n)
 	// The entry counts its first request at the instant at or later, and
 	// goes idle no sooner than a state that counted one then.
-	var first state
+	first := newState()
 	a.take(&first, p, at, 1, true)
 	sh.sweepAt = min(sh.sweepAt, a.idleAt(&first, p))
 	return e

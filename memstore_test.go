@@ -1000,3 +1000,25 @@ func TestAFullStoreFindsIdleEntriesOfEveryAlgorithm(t *testing.T) {
 		})
 	}
 }
+
+// A clock before 1970, as a replay of old traffic may have, finds a new
+// key with its full quota, and windows and periods that roll on.
+func TestAClockBeforeTheEpoch(t *testing.T) {
+	for _, a := range []Algorithm{SlidingLog, SlidingWindowCounter, GCRA, Daily} {
+		t.Run(a.String(), func(t *testing.T) {
+			clk := fakeclock.New()
+			clk.Set(time.Date(1969, 6, 1, 0, 0, 0, 0, time.UTC))
+			s := msStore(t, MemoryConfig{Clock: clk.Now})
+			p := Policy{Name: "p", Limit: 1, Window: time.Minute, Algorithm: a}
+			if isCalendar(a) {
+				p.Window = 0
+			}
+			set := msSet(t, p)
+			require.True(t, msPeek(t, s, "k", set).Allowed, "Peek of a new key")
+			require.True(t, msTake(t, s, "k", set).Allowed, "first request")
+			require.False(t, msTake(t, s, "k", set).Allowed, "second request at once")
+			clk.Advance(48 * time.Hour)
+			require.True(t, msTake(t, s, "k", set).Allowed, "two days later")
+		})
+	}
+}
