@@ -246,6 +246,13 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		}, []string{"WithLimits: ttl 0s"}},
 		{"limit beyond int32", 1 << 40, time.Minute, key, nil, []string{"want 1 to 2147483647"}},
 		{"window beyond two years", 1, mwMaxWindow + 1, key, nil, []string{"at most two years"}},
+		{"zones without a name", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithPolicies(
+			ratelimit.Policy{Name: "east", Limit: 5, Algorithm: ratelimit.Monthly, Location: time.FixedZone("", 12*3600)},
+			ratelimit.Policy{Name: "west", Limit: 5, Algorithm: ratelimit.Monthly, Location: time.FixedZone("", -12*3600)},
+		)}, []string{`policy "east": Location "" is not the zone`, `policy "west": Location "" is not the zone`}},
+		{"a zone under another's name", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithPolicies(
+			ratelimit.Policy{Name: "daily", Limit: 5, Algorithm: ratelimit.Daily, Location: time.FixedZone("UTC", 3600)},
+		)}, []string{`Location "UTC" is not the zone`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

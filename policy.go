@@ -14,7 +14,8 @@ import (
 // Policy is one quota: at most Limit requests in any rolling Window, as
 // Algorithm counts them, or, for the calendar algorithms (Daily, Weekly,
 // Monthly), in each calendar period, in Location (UTC if nil), where
-// Window is 0. Name labels the policy in the RateLimit and
+// Window is 0. Location must be the zone time.LoadLocation gives for its
+// name, since stores know a quota's zone by its name. Name labels the policy in the RateLimit and
 // RateLimit-Policy headers: 1 to 64 letters, digits and "-_.", so that it
 // needs no quoting. The zero Algorithm is SlidingLog.
 //
@@ -164,6 +165,8 @@ func (p Policy) validate() error {
 		errs = append(errs, fmt.Errorf("ratelimit: policy %q: window %v, want more than 0 and at most two years", p.Name, p.Window))
 	case !isCalendar(p.Algorithm) && p.Location != nil:
 		errs = append(errs, fmt.Errorf("ratelimit: policy %q: a Location for a %v policy, which counts in a rolling window", p.Name, p.Algorithm))
+	case p.Location != nil && !namesItself(p.Location):
+		errs = append(errs, fmt.Errorf("ratelimit: policy %q: Location %q is not the zone time.LoadLocation gives for that name", p.Name, p.Location))
 	}
 	if !validPolicyName(p.Name) {
 		errs = append(errs, fmt.Errorf("ratelimit: policy name %q: want 1 to 64 characters of [A-Za-z0-9._-]", p.Name))
@@ -172,6 +175,29 @@ func (p Policy) validate() error {
 		errs = append(errs, fmt.Errorf("ratelimit: policy %q: unknown algorithm %v", p.Name, p.Algorithm))
 	}
 	return errors.Join(errs...)
+}
+
+// namesItself reports whether loc is the zone time.LoadLocation gives for
+// its name, as far as their offsets at the start of January and July of
+// 2000 to 2040 tell: a set's ID names its zones, so that two zones of one
+// name (time.FixedZone("", h) for any h) would share counts over
+// different periods.
+func namesItself(loc *time.Location) bool {
+	named, err := time.LoadLocation(loc.String())
+	if err != nil {
+		return false
+	}
+	for y := 2000; y <= 2040; y++ {
+		for _, m := range []time.Month{time.January, time.July} {
+			t := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+			_, a := t.In(loc).Zone()
+			_, b := t.In(named).Zone()
+			if a != b {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func validPolicyName(s string) bool {
