@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,7 +168,11 @@ func (c *limitsCache) call(ctx context.Context, key string) (ps []Policy, err er
 // answer makes p and err e's answer, cached for ttl, and lets those who
 // wait for it go on.
 func (c *limitsCache) answer(key string, e *cached, p *plan, err error, ttl time.Duration) {
-	e.plan, e.err, e.expires = p, err, c.now()+int64(ttl)
+	now := c.now()
+	e.plan, e.err, e.expires = p, err, now+int64(ttl)
+	if e.expires < now { // a ttl of "for ever" wrapped
+		e.expires = math.MaxInt64
+	}
 	c.store(key, e)
 	c.mu.Lock()
 	delete(c.inflight, key)

@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,21 @@ func (c *limitsCase) errors() []error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]error(nil), c.errs...)
+}
+
+// A ttl of "for ever" caches the answer for ever: the expiry does not
+// wrap round to the past, which would look the client up on every request.
+func TestLimitsForEver(t *testing.T) {
+	c := newLimitsCase(t, math.MaxInt64, func(context.Context, string) ([]ratelimit.Policy, error) {
+		return []ratelimit.Policy{{Name: "gold", Limit: 100, Window: time.Minute}}, nil
+	})
+	for i := range 5 {
+		d := c.l.Allow(context.Background(), "apikey:a", 1)
+		require.True(t, d.Result.Allowed, "decision %d", i)
+		assert.Equal(t, 100, d.Result.Limit, "decision %d: the client's own limit", i)
+		c.clk.Advance(24 * time.Hour)
+	}
+	assert.Equal(t, int64(1), c.lookups.Load(), "lookups")
 }
 
 // A lookup's error goes to OnError once even when the request that asked
