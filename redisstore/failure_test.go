@@ -429,3 +429,28 @@ func TestFleetShare(t *testing.T) {
 		t.Errorf("the fleet admitted %d, want at most the limit of 9 in a second", total)
 	}
 }
+
+// TestFleetShareOfACostAboveIt: during an outage, a cost that fits the
+// limit but not this server's share of it is no invalid cost: the store
+// cannot decide it locally and answers ErrUnavailable, as FailClosed does.
+func TestFleetShareOfACostAboveIt(t *testing.T) {
+	addr, err := spareAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(clientOptions(addr)) // nothing listens there
+	t.Cleanup(func() { c.Close() })
+	st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithFleetSize(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 10, Window: time.Minute})
+	_, err = st.Take(context.Background(), "k", pol, 5) // the share is 2
+	if !errors.Is(err, redisstore.ErrUnavailable) || errors.Is(err, ratelimit.ErrInvalidCost) {
+		t.Errorf("a cost of 5 under a limit of 10, a share of 2: %v; want ErrUnavailable, not ErrInvalidCost", err)
+	}
+	if res, err := st.Take(context.Background(), "k", pol, 2); err != nil || !res.Allowed {
+		t.Errorf("a cost of 2, the whole share: %+v, %v; want it admitted locally", res, err)
+	}
+}

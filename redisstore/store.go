@@ -204,7 +204,11 @@ func (s *Store) takeFailed(ctx context.Context, key string, set ratelimit.Policy
 	case FailOpen:
 		return openResult(set, cost, s.local()), nil
 	case FailLocal:
-		return s.fallback.Take(ctx, key, s.share(set), cost)
+		if share := s.share(set); share.CheckCost(cost) == nil {
+			return s.fallback.Take(ctx, key, share, cost)
+		}
+		// A cost above this process's share of a limit, which no local
+		// decision can admit: unavailable, as under FailClosed.
 	}
 	return ratelimit.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
