@@ -108,6 +108,15 @@ func (s *server) holds(now time.Time) (spent, held time.Time, stale bool) {
 	return spent, held, stale
 }
 
+// spentUntil returns when the quotas s knows to be spent at now are back,
+// or the zero time if none is spent.
+func (s *server) spentUntil(now time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	spent, _, _ := s.holds(now)
+	return spent
+}
+
 // changes returns the channel the next answer settled on s closes, made
 // if need be, for a request to wait on; s.mu must be held.
 func (s *server) changes() <-chan struct{} {

@@ -70,14 +70,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		next := t.again(req, resp, &rep, attempt, now)
+		next := t.again(req, resp, &rep, attempt, s, now)
 		if next == nil {
 			return resp, nil
 		}
 		// Read a little of the body, so that the connection may be
 		// reused, and no more: a refusal's body is the server's to size.
-		io.CopyN(io.Discard, resp.Body, 4<<10)
-		resp.Body.Close()
+		// A Base may answer without one, as http.Client allows.
+		if resp.Body != nil {
+			io.CopyN(io.Discard, resp.Body, 4<<10)
+			resp.Body.Close()
+		}
 		r = next
 	}
 }
@@ -116,12 +119,13 @@ func send(base http.RoundTripper, s *server, r *http.Request, rep *report) (*htt
 }
 
 // again returns the request to send after resp, the answer at now to
-// attempt number attempt at req, or nil when resp is to be returned: when
-// the retries are used up, the refusal is not one to retry (see
-// MaxRetries), its wait would end at or after the deadline of req's
-// context, or req's body cannot be had again. It owns every rule of
+// attempt number attempt at req on s, or nil when resp is to be returned:
+// when the retries are used up, the refusal is not one to retry (see
+// MaxRetries), its wait, or that of s's quotas as other answers left
+// them, would end at or after the deadline of req's context, or req's
+// body cannot be had again. It owns every rule of
 // whether to retry, so that RoundTrip only acts on its answer.
-func (t *Transport) again(req *http.Request, resp *http.Response, rep *report, attempt int, now time.Time) *http.Request {
+func (t *Transport) again(req *http.Request, resp *http.Response, rep *report, attempt int, s *server, now time.Time) *http.Request {
 	if attempt >= t.MaxRetries || !retryable(req, resp.StatusCode, rep) {
 		return nil
 	}
@@ -129,7 +133,9 @@ func (t *Transport) again(req *http.Request, resp *http.Response, rep *report, a
 	if !ok {
 		return nil
 	}
-	if dl, ok := req.Context().Deadline(); ok && !dl.After(now.Add(wait)) {
+	// The retry waits for this answer's wait and for what other answers
+	// said of the server's quotas, whichever ends later.
+	if dl, ok := req.Context().Deadline(); ok && !dl.After(later(now.Add(wait), s.spentUntil(now))) {
 		return nil
 	}
 	next, err := replay(req)

@@ -709,3 +709,76 @@ func TestAnswersWithoutFigures(t *testing.T) {
 		})
 	}
 }
+
+// twoRefusals answers the request tagged "A" after 1 ms with a 429 and
+// Retry-After: 30, the one tagged "B" after 2 ms with a 429 and
+// Retry-After: 1, and anything else with 200.
+type twoRefusals struct{}
+
+func (twoRefusals) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}
+	switch r.Header.Get("X-Which") {
+	case "A":
+		time.Sleep(time.Millisecond)
+		resp.StatusCode = http.StatusTooManyRequests
+		resp.Header.Set("Retry-After", "30")
+	case "B":
+		time.Sleep(2 * time.Millisecond)
+		resp.StatusCode = http.StatusTooManyRequests
+		resp.Header.Set("Retry-After", "1")
+	}
+	return resp, nil
+}
+
+// A refusal whose own wait fits the request's deadline, but whose retry
+// would wait for what another answer said of the server's quota, past
+// the deadline, is returned as it came, not traded for an error.
+func TestRetryWaitsForTheServersQuotaWithinTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &client.Transport{Base: twoRefusals{}, MaxRetries: 1}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
+			req.Header.Set("X-Which", "A")
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+		var resp *http.Response
+		var err error
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+			req.Header.Set("X-Which", "B")
+			resp, err = tr.RoundTrip(req)
+		})
+		wg.Wait()
+		require.NoError(t, err, "B: want its refusal returned")
+		defer resp.Body.Close()
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "B's answer")
+		assert.Equal(t, "1", resp.Header.Get("Retry-After"), "B's own refusal")
+	})
+}
+
+// nilBody refuses its first request with a response without a Body, as
+// http.Client allows a RoundTripper to, and serves the others.
+type nilBody struct{ n atomic.Int32 }
+
+func (b *nilBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.n.Add(1) == 1 {
+		return &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}, Request: r}, nil
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// A refusal without a Body is retried like any other.
+func TestRetryOfARefusalWithoutABody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &http.Client{Transport: &client.Transport{Base: &nilBody{}, MaxRetries: 1}}
+		resp, err := c.Get("http://api.test/")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "after the retry")
+	})
+}
