@@ -182,3 +182,32 @@ func TestLeaseSlotCollision(t *testing.T) {
 		})
 	}
 }
+
+// TestResetMarkerOutlivesALeasesReturn: the marker a Reset leaves, which
+// keeps the return of a lease granted before it from touching what was
+// counted after it, outlives a lease's return (two leases after its grant
+// on a process that keeps up) even when the window is shorter than that:
+// a second beyond the window.
+func TestResetMarkerOutlivesALeasesReturn(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	st, p := newStore(t, c)
+	set := policySet(t, ratelimit.Policy{Name: "c", Limit: 100, Window: 40 * time.Millisecond, Algorithm: ratelimit.SlidingWindowCounter})
+	takeOK(t, st, "k", set, 1)
+	if err := st.Reset(ctx, "k", set); err != nil {
+		t.Fatal(err)
+	}
+	keys := scanKeys(t, c, p)
+	if len(keys) != 1 {
+		t.Fatalf("keys after a Reset: %q, want the marker alone", keys)
+	}
+	ttl, err := c.PTTL(ctx, keys[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The marker was set with a second and the window to live; what a
+	// busy machine took since is far less than the 860 ms of headroom.
+	if ttl < 40*time.Millisecond+2*50*time.Millisecond {
+		t.Errorf("the Reset's marker lives %v more, want more than the window and two leases (140ms)", ttl)
+	}
+}

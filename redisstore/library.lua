@@ -813,8 +813,11 @@ end
 
 -- reset forgets the client's state under every policy of the set and
 -- notes the instant in the marker key, which outlives every window of the
--- set: a refund of a request counted until then changes nothing. Reply:
--- {now}.
+-- set and a second more: a refund of a request counted until then, or the
+-- return of a lease granted until then, changes nothing. A lease's return
+-- comes within two LEASEs of its grant, on a process that keeps up, and
+-- the second covers one that does not, even when a window is shorter.
+-- Reply: {now}.
 local function reset(keys, args)
   if not floor then init() end
   local c = context(keys, args, false, #keys - 1)
@@ -825,7 +828,7 @@ local function reset(keys, args)
     local _, depth = gcraParams(q.limit, w) -- GCRA's state lasts its depth
     keep = max(keep, w, depth)
   end
-  redis.call('SET', c.marker, dec(c.now), 'PX', ttl(c, c.now + keep))
+  redis.call('SET', c.marker, dec(c.now), 'PX', ttl(c, c.now + keep + 1000000))
   return {c.now}
 end
 
