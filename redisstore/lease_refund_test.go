@@ -113,6 +113,57 @@ func TestRefundLeasedNearWindowEnd(t *testing.T) {
 	}
 }
 
+// TestRefundLeasedAtTheWindowsEdge: a request a lease admitted reports
+// the grant as At, but the log holds its slot a lease later, so that a
+// window after At the slot still counts: a refund then must still find
+// it, not take the request for one that left the window.
+func TestRefundLeasedAtTheWindowsEdge(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	clk := storetest.Clock{}
+	clk.Set(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	leased, p := clockedStore(t, c, &clk, redisstore.WithLeases(true))
+	plain, err := redisstore.New(c, redisstore.WithPrefix(p), redisstore.WithScriptClock(clk.Now), redisstore.WithLocalClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	set := policySet(t, ratelimit.Policy{Name: "log", Limit: 100, Window: time.Second})
+	var last ratelimit.Result
+	seen := map[time.Time]bool{}
+	fromLease := 0
+	for i := 0; i < 20 && fromLease < 2; i++ {
+		last = takeOK(t, leased, "k", set, 1)
+		if seen[last.At] {
+			fromLease++
+		}
+		seen[last.At] = true
+	}
+	if fromLease < 2 {
+		t.Fatalf("%d requests admitted from a lease, want 2", fromLease)
+	}
+	leased.Close() // gives back the lease's unused slots
+	clk.Advance(time.Second + 10*time.Millisecond) // a window after At, within a lease of it
+	before, err := plain.Peek(ctx, "k", set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Remaining == 100 {
+		t.Fatalf("peek %+v: the lease's slots have left the window; want them still counted", before)
+	}
+	if err := plain.Refund(ctx, "k", set, 1, last.At); err != nil {
+		t.Fatal(err)
+	}
+	after, err := plain.Peek(ctx, "k", set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Remaining != before.Remaining+1 {
+		t.Errorf("refund of a leased request whose slot is still in the window: remaining %d -> %d, want %d",
+			before.Remaining, after.Remaining, before.Remaining+1)
+	}
+}
+
 // TestLeaseSlotCollision: two busy keys whose leases take one slot of the
 // table. A lease whose slot the other key took used to be forgotten, its
 // unused slots held in Redis until the window ended, so that each key

@@ -313,7 +313,8 @@ A.l = {
   -- a slot too soon.
   refund = function(c, q, cost, t)
     if q.n == 0 then return end
-    local n = redis.call('LREM', q.k, -cost, dec(t))
+    local n = 0 -- instants at t that have left the window are not its
+    if t > c.now - q.w then n = redis.call('LREM', q.k, -cost, dec(t)) end
     if n < cost then redis.call('LREM', q.k, n - cost, dec(t + LEASE)) end
   end,
   release = function(c, q, unused)
@@ -778,10 +779,13 @@ end
 -- refund takes back cost requests counted at the instant ARGV[4] from
 -- every policy whose window still holds it, unless the client was Reset
 -- since. Reply: {now}.
+-- A lease's requests are logged at its end, LEASE after their instant t:
+-- the log looks for them while that is in the window.
 local function refundAll(c)
   local t = c.x
   for _, q in ipairs(c.p) do
-    if t <= c.now and (q.algo == 'p' or t > c.now - q.w) then A[q.algo].refund(c, q, c.cost, t) end
+    local late = q.algo == 'l' and LEASE or 0
+    if t <= c.now and (q.algo == 'p' or t + late > c.now - q.w) then A[q.algo].refund(c, q, c.cost, t) end
   end
   return {c.now}
 end
