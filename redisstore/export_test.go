@@ -29,3 +29,10 @@ var Library = library
 func SameLeaseSlot(s *Store, a, b string, set ratelimit.PolicySet) bool {
 	return s.leases.slot(a, set.ID()) == s.leases.slot(b, set.ID())
 }
+
+// FnTake is the name of the library's take function.
+var FnTake = fnTake
+
+// PeriodBounds is periodBounds: a calendar policy's bounds as the
+// functions take them, from a caller's clock at now.
+func PeriodBounds(p ratelimit.Policy, now time.Time) string { return periodBounds(p, now) }

@@ -89,8 +89,9 @@ end
 --       release: the lease's grant instant (µs)
 --   [5..] policies, 3 arguments each: algorithm ('l' log, 'c' counter,
 --       'g' GCRA, 'p' calendar period), limit, window in µs (for 'p',
---       the period's bounds: "start,end" around the caller's clock, then
---       the next period's end, as "start,end,next")
+--       the period's bounds: "start,end" around the caller's clock, after
+--       the previous period's start and before the next one's end, as
+--       "prev,start,end,next")
 --   release only, after the policies: the lease's unused slots, then
 --       each policy's mark for the lease
 -- count reads a small count: most are '0' or '1', which need no
@@ -114,8 +115,8 @@ local function context(keys, args, ro, np)
     local j = 2 + 3 * i
     local q = {k = keys[i], algo = args[j], limit = tonum(args[j + 1])}
     if q.algo == 'p' then
-      local a, b, n = match(args[j + 2], '^(%d+),(%d+),(%d+)$')
-      q.pstart, q.pend, q.pnext = tonum(a), tonum(b), tonum(n)
+      local p, a, b, n = match(args[j + 2], '^(%d+),(%d+),(%d+),(%d+)$')
+      q.pprev, q.pstart, q.pend, q.pnext = tonum(p), tonum(a), tonum(b), tonum(n)
     else
       q.w = tonum(args[j + 2])
     end
@@ -508,8 +509,10 @@ A.p = {
     end
   end,
   prepare = function(c, q)
+    -- The server's clock picks the period, of the caller's or either
+    -- side of it, whichever way the two clocks disagree at a boundary.
     local s, e = q.pstart, q.pend
-    if c.now >= e then s, e = e, q.pnext end
+    if c.now >= e then s, e = e, q.pnext elseif c.now < s then s, e = q.pprev, s end
     if q.start == nil or q.start < s then q.start, q.n = s, 0 end
     q.pend = e
     q.lend = e

@@ -358,13 +358,15 @@ func (s *Store) args(set ratelimit.PolicySet, cost int, x int64) []any {
 }
 
 // periodBounds returns the bounds of p's calendar period as the functions
-// take them (see library.lua): "start,end,next" in µs, the period around
-// now and the next one's end, so that the server's clock may pick the
-// next once it has begun.
+// take them (see library.lua): "prev,start,end,next" in µs, the period
+// around now after the previous one's start and before the next one's
+// end, so that the server's clock may pick the period it is in, though
+// this process's clock is in the one before or after.
 func periodBounds(p ratelimit.Policy, now time.Time) string {
 	start, end := p.Period(now)
+	prev, _ := p.Period(start.Add(-1))
 	_, next := p.Period(end)
-	return fmt.Sprintf("%d,%d,%d", start.UnixMicro(), end.UnixMicro(), next.UnixMicro())
+	return fmt.Sprintf("%d,%d,%d,%d", prev.UnixMicro(), start.UnixMicro(), end.UnixMicro(), next.UnixMicro())
 }
 
 // algoCode names an algorithm in the functions' ARGV.
