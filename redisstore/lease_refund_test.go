@@ -142,7 +142,7 @@ func TestRefundLeasedAtTheWindowsEdge(t *testing.T) {
 	if fromLease < 2 {
 		t.Fatalf("%d requests admitted from a lease, want 2", fromLease)
 	}
-	leased.Close() // gives back the lease's unused slots
+	leased.Close()                                 // gives back the lease's unused slots
 	clk.Advance(time.Second + 10*time.Millisecond) // a window after At, within a lease of it
 	before, err := plain.Peek(ctx, "k", set)
 	if err != nil {
