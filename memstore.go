@@ -372,16 +372,15 @@ func (s *memoryStore) insert(sh *shard, ps *policySet, ns []int, key string, es 
 	key = strings.Clone(key) // never pins a larger string
 	for i, n := range ns {
 		if es[i] == nil { // not there, nor made first by another request
-			es[i] = sh.add(&ps.policies[i], ps.algos[i], n, key, read)
+			es[i] = sh.add(&ps.policies[i], n, key, read)
 		}
 	}
 	return nil
 }
 
-// add makes the entry of key under p, decided by a and numbered n, for a
-// request that read the clock at read, and returns it. The caller holds
-// sh.mu.
-func (sh *shard) add(p *Policy, a algorithm, n int, key string, read int64) *entry {
+// add makes the entry of key under p, numbered n, for a request that read
+// the clock at read, and returns it. The caller holds sh.mu.
+func (sh *shard) add(p *Policy, n int, key string, read int64) *entry {
 	for len(sh.m) <= n {
 		sh.m = append(sh.m, make(map[string]*entry))
 	}
@@ -394,10 +393,18 @@ func (sh *shard) add(p *Policy, a algorithm, n int, key string, read int64) *ent
 	sh.n++
 	sh.peak = max(sh.peak, sh.n)
 	// The entry counts its first request at the instant at or later, and
-	// goes idle no sooner than a state that counted one then.
-	first := newState()
-	a.take(&first, p, at, 1, true)
-	sh.sweepAt = min(sh.sweepAt, a.idleAt(&first, p))
+	// no state goes idle within a window of a request it counted, but
+	// GCRA's within one emission interval, and a calendar count before
+	// its period ends.
+	switch {
+	case p.Algorithm == GCRA:
+		sh.sweepAt = min(sh.sweepAt, at+interval(p))
+	case isCalendar(p.Algorithm):
+		_, end := period(p, at)
+		sh.sweepAt = min(sh.sweepAt, end)
+	default:
+		sh.sweepAt = min(sh.sweepAt, at+int64(p.Window))
+	}
 	return e
 }
 

@@ -260,16 +260,15 @@ func TestNewKeysSweepIdleOnes(t *testing.T) {
 
 // A new entry does not send its shard to be swept before the entry could
 // be idle: a flood of new keys within one window costs no sweep, for the
-// log a window after their first request, for the counter two windows
-// from the start of the fixed window it fell in (the fake clock starts at
-// one), for GCRA one emission interval, and for a day at its end.
+// log and the counter a window after their first request, for GCRA one
+// emission interval, and for a day at its end.
 func TestNewEntriesPutTheSweepOffUntilTheyCanBeIdle(t *testing.T) {
 	for _, tt := range []struct {
 		p     Policy
 		quiet time.Duration
 	}{
 		{Policy{Name: "p", Limit: 10, Window: time.Minute}, time.Minute},
-		{Policy{Name: "p", Limit: 10, Window: time.Minute, Algorithm: SlidingWindowCounter}, 2 * time.Minute},
+		{Policy{Name: "p", Limit: 10, Window: time.Minute, Algorithm: SlidingWindowCounter}, time.Minute},
 		{Policy{Name: "p", Limit: 10, Window: time.Minute, Algorithm: GCRA}, 6 * time.Second},
 		{Policy{Name: "p", Limit: 10, Algorithm: Daily}, 24 * time.Hour},
 	} {
