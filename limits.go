@@ -61,7 +61,8 @@ const (
 type limitsCache struct {
 	lookup   func(ctx context.Context, key string) ([]Policy, error)
 	ttl      time.Duration
-	now      func() int64 // ns: the monotonic clock, or WithClock's
+	timeout  time.Duration // lookupTimeout, but in tests
+	now      func() int64  // ns: the monotonic clock, or WithClock's
 	scope    string
 	keys     sync.Map // key -> *cached
 	size     atomic.Int64
@@ -126,15 +127,15 @@ func (c *limitsCache) planOf(ctx context.Context, key string, report func(error)
 }
 
 // fill calls the lookup for key and makes e its answer, within
-// lookupTimeout of the call: an answer that comes later is dropped. The
+// c.timeout of the call: an answer that comes later is dropped. The
 // lookup runs on fill's own goroutine, as soon as it runs, so that the
 // time counts the lookup and not the scheduling of another goroutine.
 func (c *limitsCache) fill(ctx context.Context, key string, e *cached) {
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var once sync.Once
 	late := func() {
-		err := fmt.Errorf("ratelimit: WithLimits: no answer within %v: %w", lookupTimeout, context.DeadlineExceeded)
+		err := fmt.Errorf("ratelimit: WithLimits: no answer within %v: %w", c.timeout, context.DeadlineExceeded)
 		c.answer(key, e, nil, err, min(c.ttl, maxErrorTTL))
 	}
 	context.AfterFunc(ctx, func() { once.Do(late) })

@@ -195,7 +195,7 @@ func TestLimitsLookupSlowOrPanics(t *testing.T) {
 			case <-ctx.Done(): // the lookup's own deadline
 			}
 			return []ratelimit.Policy{{Name: "pro", Limit: 1000, Window: time.Minute}}, nil
-		})
+		}, ratelimit.WithLookupTimeout(100*time.Millisecond)) // the library's
 		var wg sync.WaitGroup
 		var fails atomic.Int64
 		for range 32 {

@@ -28,6 +28,9 @@ import (
 // ends.
 func newLimiter(t *testing.T, limit int, window time.Duration, key ratelimit.Keyer, opts ...ratelimit.Option) *ratelimit.Limiter {
 	t.Helper()
+	// WithLimits' lookups answer at once here, unless a test says
+	// otherwise: a minute's deadline keeps a busy machine from failing them.
+	opts = append([]ratelimit.Option{ratelimit.WithLookupTimeout(time.Minute)}, opts...)
 	l, err := ratelimit.New(limit, window, key, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })

@@ -21,6 +21,7 @@ type config struct {
 	policies     []Policy
 	limits       func(ctx context.Context, key string) ([]Policy, error)
 	ttl          time.Duration
+	lookupWithin time.Duration // how long a call of limits may take
 	cost         func(r *http.Request) int
 	skip         func(r *http.Request) bool
 	countIf      func(r *http.Request, status int) bool
@@ -37,10 +38,11 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		name:    "default",
-		headers: HeadersLegacy | HeadersIETF,
-		denied:  defaultDenied,
-		onError: defaultError,
+		name:         "default",
+		lookupWithin: lookupTimeout,
+		headers:      HeadersLegacy | HeadersIETF,
+		denied:       defaultDenied,
+		onError:      defaultError,
 	}
 }
 
