@@ -95,12 +95,11 @@ func (l *Limiter) decide(ctx context.Context, r *http.Request, key string, cost 
 		return l.failed(err)
 	}
 	if p.set.CheckCost(cost) != nil {
+		d := l.rejectCost(r, cost)
 		if l.dryRun { // above the limit on trial: watched, not enforced
-			err := costError(cost)
-			l.reportError(r, err)
-			return Decision{Outcome: Serve, Err: err}
+			d.Outcome = Serve
 		}
-		return l.rejectCost(r, cost)
+		return d
 	}
 	res, err := l.store.Take(ctx, key, p.set, cost)
 	if err != nil {

@@ -15,9 +15,9 @@ import (
 // Algorithm counts them, or, for the calendar algorithms (Daily, Weekly,
 // Monthly), in each calendar period, in Location (UTC if nil), where
 // Window is 0. Location must be the zone time.LoadLocation gives for its
-// name, since stores know a quota's zone by its name. Name labels the policy in the RateLimit and
-// RateLimit-Policy headers: 1 to 64 letters, digits and "-_.", so that it
-// needs no quoting. The zero Algorithm is SlidingLog.
+// name, since stores know a quota's zone by its name. Name labels the
+// policy in the RateLimit and RateLimit-Policy headers: 1 to 64 letters,
+// digits and "-_.", so that it needs no quoting. The zero Algorithm is SlidingLog.
 //
 // A quota is its name, window (or period) and algorithm: its Limit may
 // change, for one client (see WithLimits) or for all, and its counts are
