@@ -95,11 +95,7 @@ func (l *Limiter) decide(ctx context.Context, r *http.Request, key string, cost 
 		return l.failed(err)
 	}
 	if p.set.CheckCost(cost) != nil {
-		d := l.rejectCost(r, cost)
-		if l.dryRun { // above the limit on trial: watched, not enforced
-			d.Outcome = Serve
-		}
-		return d
+		return l.rejectCost(r, cost)
 	}
 	res, err := l.store.Take(ctx, key, p.set, cost)
 	if err != nil {
@@ -126,10 +122,14 @@ func (l *Limiter) decide(ctx context.Context, r *http.Request, key string, cost 
 // rejectCost is the Decision of a request whose cost its plan, or every
 // plan, cannot count, whatever the failure mode: the cost is the
 // request's, not the store's or the lookup's, and serving it uncounted
-// would be a bypass.
+// would be a bypass. Under WithDryRun a cost above the limit, however
+// far, is served, uncounted: the limit is on trial.
 func (l *Limiter) rejectCost(r *http.Request, cost int) Decision {
 	err := costError(cost)
 	l.reportError(r, err)
+	if l.dryRun && cost > 0 { // above the limit on trial: watched, not enforced
+		return Decision{Outcome: Serve, Err: err}
+	}
 	return Decision{Outcome: Reject, Err: err}
 }
 

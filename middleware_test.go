@@ -979,3 +979,28 @@ func TestCountIfWriterKeepsItsAbilities(t *testing.T) {
 	require.True(t, hijacked.Load(), "hijacked")
 	assert.Equal(t, http.StatusTooManyRequests, status("/flush"), "after a counted 202 and a hijack under a limit of 2")
 }
+
+// Under WithDryRun a cost above the limit is served, uncounted, and goes
+// to OnError, however far above the limit it is: a cost above the largest
+// limit a policy may have (math.MaxInt32) too.
+func TestDryRunServesEveryCostAboveTheLimit(t *testing.T) {
+	var errs []error
+	l := newLimiter(t, 3, time.Minute, ratelimit.KeyByIP(), ratelimit.WithDryRun(), ratelimit.WithClock(fakeclock.New().Now),
+		ratelimit.WithCost(func(r *http.Request) int { n, _ := strconv.Atoi(r.Header.Get("X-Cost")); return n }),
+		ratelimit.WithHooks(ratelimit.Hooks{OnError: func(_ *http.Request, err error) { errs = append(errs, err) }}))
+	served := 0
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
+	ctx := context.Background()
+	costs := []int{4, math.MaxInt32, math.MaxInt} // math.MaxInt is above math.MaxInt32 where int has 64 bits
+	for _, cost := range costs {
+		assert.Equal(t, http.StatusOK, get(h, "192.0.2.1:1", "X-Cost", strconv.Itoa(cost)).Code, "cost %d in dry run: status", cost)
+		d := l.Allow(ctx, "ip:192.0.2.1", cost)
+		assert.Equal(t, ratelimit.Serve, d.Outcome, "cost %d in dry run: Allow's Outcome", cost)
+		assert.ErrorIs(t, d.Err, ratelimit.ErrInvalidCost, "cost %d in dry run: Allow's Err", cost)
+	}
+	assert.Equal(t, len(costs), served, "requests served")
+	assert.Len(t, errs, 2*len(costs), "errors reported to OnError")
+	res, err := l.Peek(ctx, "ip:192.0.2.1")
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Remaining, "nothing counted")
+}
