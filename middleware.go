@@ -88,12 +88,18 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// Flush implements http.Flusher, sending a 200 if nothing was sent yet.
-func (w *countingWriter) Flush() {
-	if w.status == 0 {
+// Flush implements http.Flusher (see FlushError).
+func (w *countingWriter) Flush() { w.FlushError() }
+
+// FlushError flushes the response, which sends a 200 if nothing was sent
+// yet, or returns why it cannot (http.ErrNotSupported), having sent
+// nothing, as http.ResponseController.Flush does.
+func (w *countingWriter) FlushError() error {
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	if err == nil && w.status == 0 {
 		w.status = http.StatusOK
 	}
-	http.NewResponseController(w.ResponseWriter).Flush()
+	return err
 }
 
 // Hijack implements http.Hijacker. A hijacked request stays counted: what

@@ -1004,3 +1004,32 @@ func TestDryRunServesEveryCostAboveTheLimit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Remaining, "nothing counted")
 }
+
+// noFlushWriter is a ResponseWriter that cannot flush, as one a
+// middleware in front of the limiter may wrap the server's in.
+type noFlushWriter struct{ http.ResponseWriter }
+
+// Under WithCountIf, a Flush the ResponseWriter cannot do sends nothing:
+// keep sees the status the handler then sends, and the handler sees that
+// the flush failed, as it would without the limiter.
+func TestCountIfFlushThatCannotFlush(t *testing.T) {
+	l := newLimiter(t, 2, time.Minute, ratelimit.KeyByHeader("X-User"), ratelimit.WithClock(fakeclock.New().Now),
+		ratelimit.WithCountIf(countFailures))
+	var flushErrs []error
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		flushErrs = append(flushErrs, http.NewResponseController(w).Flush())
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	var codes []int
+	for range 4 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/login", nil)
+		r.Header.Set("X-User", "mallory")
+		h.ServeHTTP(noFlushWriter{w}, r)
+		codes = append(codes, w.Code)
+	}
+	assert.Equal(t, []int{401, 401, 429, 429}, codes, "failed logins after a flush that sent nothing")
+	for i, err := range flushErrs {
+		assert.ErrorIs(t, err, http.ErrNotSupported, "request %d: the handler's Flush", i)
+	}
+}
