@@ -202,8 +202,11 @@ func (l *lease) expire() *grant {
 }
 
 // release gives back the unused slots of each of grants, skipping nil
-// ones.
+// ones. The slots are the store's, not the request's that found them: they
+// go back, within the store's timeout, though ctx has ended, since nothing
+// else would return them.
 func (s *Store) release(ctx context.Context, grants ...*grant) {
+	ctx = context.WithoutCancel(ctx)
 	for _, g := range grants {
 		if g == nil {
 			continue
@@ -212,7 +215,7 @@ func (s *Store) release(ctx context.Context, grants ...*grant) {
 		for _, m := range g.marks {
 			args = append(args, m)
 		}
-		if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, g.key, g.set, true), args); err != nil && ctx.Err() == nil {
+		if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, g.key, g.set, true), args); err != nil {
 			s.fail(err)
 		}
 	}

@@ -1,0 +1,92 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/redisstore"
+	"github.com/slidelog/ratelimit/storetest"
+)
+
+// beforeScript calls fn with the name of each function called, before
+// the call is sent.
+type beforeScript struct{ fn func(name string) }
+
+func (h *beforeScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *beforeScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "fcall" || n == "fcall_ro" {
+			h.fn(fmt.Sprint(cmd.Args()[1]))
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *beforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestLeaseReturnOutlivesTheRequest: a request that ends a lease (here,
+// the first under the client's new limits) gives the lease's unused
+// slots back to Redis on the way. If that request's context ends then
+// (its client went away), the slots must still go back: they are the
+// store's, not the request's, and nothing else will return them, so a
+// monthly quota would keep them counted for the rest of the month. The
+// clock stands still, so that no lease ends by time and the janitor
+// returns nothing.
+func TestLeaseReturnOutlivesTheRequest(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	var mu sync.Mutex
+	cancel := context.CancelFunc(func() {})
+	c.AddHook(&beforeScript{fn: func(name string) {
+		if strings.HasPrefix(name, "ratelimit_release_") {
+			mu.Lock()
+			cancel() // the client goes away while the lease is given back
+			mu.Unlock()
+		}
+	}})
+	clk := storetest.Clock{}
+	clk.Set(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+	leased, p := clockedStore(t, c, &clk, redisstore.WithLeases(true))
+	plain, err := redisstore.New(sharedClient(t), redisstore.WithPrefix(p), redisstore.WithScriptClock(clk.Now), redisstore.WithLocalClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	policy := ratelimit.Policy{Name: "m", Limit: 1000, Algorithm: ratelimit.Monthly}
+	before := policySet(t, policy)
+	policy.Limit = 2000 // the client's new limit: the same quota, which keeps its count
+	after := policySet(t, policy)
+
+	const n = 11 // the last asks for a lease of 11 slots, all unused
+	for i := range n {
+		if r := takeOK(t, leased, "k", before, 1); !r.Allowed {
+			t.Fatalf("take %d: %+v", i, r)
+		}
+	}
+	if r, err := plain.Peek(ctx, "k", before); err != nil || r.Remaining >= 1000-n {
+		t.Fatalf("after %d takes: %+v, %v; want a lease's unused slots counted", n, r, err)
+	}
+
+	rctx, rcancel := context.WithCancel(ctx)
+	mu.Lock()
+	cancel = rcancel
+	mu.Unlock()
+	leased.Take(rctx, "k", after, 1) // its client is gone by the answer: any answer will do
+	rcancel()
+
+	// n requests were admitted, and the cancelled one may have been
+	// counted too; the lease's unused slots are back.
+	if r, err := plain.Peek(ctx, "k", after); err != nil || r.Remaining < 2000-n-1 {
+		t.Errorf("after the lease ended: %+v, %v; want at least %d remaining", r, err, 2000-n-1)
+	}
+}
