@@ -90,3 +90,46 @@ func TestLeaseReturnOutlivesTheRequest(t *testing.T) {
 		t.Errorf("after the lease ended: %+v, %v; want at least %d remaining", r, err, 2000-n-1)
 	}
 }
+
+// TestRefundOfARequestThatLeftTheWindow: refunding a request that has
+// left the window changes nothing (ratelimit.Store), in this store as in
+// the memory store. A log looks for the slots of requests a lease
+// admitted a lease's length after their At; it must not take a request
+// of its own logged there for one (here with leases off, a request
+// logged exactly 50 ms after the one refunded): that frees a slot still
+// in use, and the window admits one more than the limit.
+func TestRefundOfARequestThatLeftTheWindow(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	clk := storetest.Clock{}
+	clk.Set(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	rs, _ := clockedStore(t, c, &clk)
+	ms, err := ratelimit.NewMemoryStore(ratelimit.MemoryConfig{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	set := policySet(t, ratelimit.Policy{Name: "log", Limit: 2, Window: time.Second})
+	stores := []ratelimit.Store{rs, ms}
+	takeBoth := func(what string) ratelimit.Result {
+		t.Helper()
+		got, want := takeOK(t, rs, "k", set, 1), takeOK(t, ms, "k", set, 1)
+		if !sameResult(got, want) {
+			t.Fatalf("%s: %+v, the memory store's %+v", what, got, want)
+		}
+		return got
+	}
+	first := takeBoth("first")
+	clk.Advance(50 * time.Millisecond)
+	takeBoth("second, 50 ms later")
+	clk.Advance(time.Second - 40*time.Millisecond) // the first has left the window, the second not
+	takeBoth("third, once the first has left")
+	for _, st := range stores {
+		if err := st.Refund(ctx, "k", set, 1, first.At); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := takeBoth("fourth, with the second and third in the window"); r.Allowed {
+		t.Errorf("admitted a third request in a window of 2: %+v", r)
+	}
+}

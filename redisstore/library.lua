@@ -191,7 +191,8 @@ end
 -- reports record's instead), and record (count n at now, with a lease of extra ending at lend; returns
 -- remaining, reset and the lease's mark). The states:
 --   log: a list of integer µs instants, ascending; RPUSH adds, LTRIM drops
---     the head that left the window.
+--     the head that left the window (a lease's slots are written with a
+--     leading '0': see LEASEND).
 --   GCRA: a string, the theoretical arrival time in µs.
 --   counter: a string "index:current:previous", index being the fixed
 --     window's start over the window.
@@ -263,6 +264,12 @@ local function logReset(k, off, n, head, limit, w, now)
   return 0
 end
 
+-- LEASEND is how a lease's slots are written in a log: their instant
+-- with a leading '0', the same number, a string no request's instant is,
+-- so that a refund or a lease's return that looks for lease slots never
+-- takes a request logged at that instant for one.
+local function LEASEND(x) return '0' .. dec(x) end
+
 -- logRecord logs cnt requests at rec and a lease's extra slots at lend:
 -- remaining, reset and the lease's mark.
 local function logRecord(k, off, n, head, newest, rec, limit, w, now, slack, cnt, extra, lend)
@@ -276,7 +283,7 @@ local function logRecord(k, off, n, head, newest, rec, limit, w, now, slack, cnt
   if extra > 0 then
     last = max(lend, rec)
     mark = last
-    push(k, dec(last), extra)
+    push(k, LEASEND(last), extra)
   end
   local qt = quantum(w)
   local b0 = floor(last / qt)
@@ -308,7 +315,7 @@ A.l = {
   end,
   -- refund removes cost instants equal to t, the newest first: the very
   -- ones counted at t; then, for requests a lease granted at t admitted,
-  -- instants equal to t + LEASE, where the lease's slots are. A request
+  -- lease slots at t + LEASE, where the lease's slots are. A request
   -- logged later than it was decided otherwise (at the newest instant,
   -- ahead of the clock) is not found, and stays counted, which never frees
   -- a slot too soon.
@@ -316,10 +323,10 @@ A.l = {
     if q.n == 0 then return end
     local n = 0 -- instants at t that have left the window are not its
     if t > c.now - q.w then n = redis.call('LREM', q.k, -cost, dec(t)) end
-    if n < cost then redis.call('LREM', q.k, n - cost, dec(t + LEASE)) end
+    if n < cost then redis.call('LREM', q.k, n - cost, LEASEND(t + LEASE)) end
   end,
   release = function(c, q, unused)
-    if q.mark and q.mark > c.now - q.w then redis.call('LREM', q.k, -unused, dec(q.mark)) end
+    if q.mark and q.mark > c.now - q.w then redis.call('LREM', q.k, -unused, LEASEND(q.mark)) end
   end,
 }
 
