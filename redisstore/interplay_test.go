@@ -133,3 +133,45 @@ func TestRefundOfARequestThatLeftTheWindow(t *testing.T) {
 		t.Errorf("admitted a third request in a window of 2: %+v", r)
 	}
 }
+
+// TestFleetShareKeepsLimitersApart: limiters that share a store never
+// touch each other's counts (ratelimit.Store), and under FailLocal their
+// fallback counts are no exception. Two limiters of one policy name and
+// window but different limits (a whole API and its login route, say)
+// have sets of different IDs; each's share of its limit must be counted
+// apart from the other's, or, during an outage, a client's requests to
+// the API refuse it the login route.
+func TestFleetShareKeepsLimitersApart(t *testing.T) {
+	addr, err := spareAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(clientOptions(addr)) // nothing listens there
+	t.Cleanup(func() { c.Close() })
+	for _, fleet := range []int{1, 2} {
+		t.Run(fmt.Sprint("fleet of ", fleet), func(t *testing.T) {
+			ctx := context.Background()
+			st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithFleetSize(fleet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			api, err := ratelimit.New(100, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(st))
+			if err != nil {
+				t.Fatal(err)
+			}
+			login, err := ratelimit.New(10, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(st))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				if d := api.Allow(ctx, "ip:203.0.113.7", 1); d.Outcome != ratelimit.Serve || !d.Result.Allowed {
+					t.Fatalf("api request %d: %+v", i, d)
+				}
+			}
+			if d := login.Allow(ctx, "ip:203.0.113.7", 1); d.Outcome != ratelimit.Serve || !d.Result.Allowed {
+				t.Errorf("the first login request, after 20 API requests: %+v; want it allowed", d)
+			}
+		})
+	}
+}

@@ -205,6 +205,11 @@ func (s *Store) takeFailed(ctx context.Context, key string, set ratelimit.Policy
 		return openResult(set, cost, s.local()), nil
 	case FailLocal:
 		if share := s.share(set); share.CheckCost(cost) == nil {
+			if share != set {
+				// A share's ID lacks its set's scope (a Limiter's): the
+				// key keeps the counts of sets of other IDs apart.
+				key = set.ID() + "\x00" + key
+			}
 			return s.fallback.Take(ctx, key, share, cost)
 		}
 		// A cost above this process's share of a limit, which no local
