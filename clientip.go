@@ -343,9 +343,8 @@ func (w *entryWalk) next() (string, bool) {
 
 // lastComma returns the index of the last comma of line, or -1 if it has
 // none. It looks for the comma only among the last maxLen+1 bytes, so that
-// a huge entry costs no more than a short one, and reports false when
-// there is none there but the line goes on further left: an entry longer
-// than any the header may hold.
+// a huge entry costs no more than a short one, and reports false when the
+// last entry is longer than maxLen: longer than any the header may hold.
 func lastComma(line string, maxLen int) (int, bool) {
 	tail := line
 	if len(tail) > maxLen+1 {
@@ -353,7 +352,7 @@ func lastComma(line string, maxLen int) (int, bool) {
 	}
 	j := strings.LastIndexByte(tail, ',')
 	if j < 0 {
-		return -1, len(tail) == len(line)
+		return -1, len(line) <= maxLen
 	}
 	return j + len(line) - len(tail), true
 }
