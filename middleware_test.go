@@ -256,6 +256,9 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		{"a zone under another's name", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithPolicies(
 			ratelimit.Policy{Name: "daily", Limit: 5, Algorithm: ratelimit.Daily, Location: time.FixedZone("UTC", 3600)},
 		)}, []string{`Location "UTC" is not the zone`}},
+		{"the host's zone", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithPolicies(
+			ratelimit.Policy{Name: "daily", Limit: 5, Algorithm: ratelimit.Daily, Location: time.Local},
+		)}, []string{`Location "Local" is not the zone`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

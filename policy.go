@@ -15,7 +15,8 @@ import (
 // Algorithm counts them, or, for the calendar algorithms (Daily, Weekly,
 // Monthly), in each calendar period, in Location (UTC if nil), where
 // Window is 0. Location must be the zone time.LoadLocation gives for its
-// name, since stores know a quota's zone by its name. Name labels the
+// name, and not the host's own (time.Local), since stores know a quota's
+// zone by its name, which servers in other zones would share. Name labels the
 // policy in the RateLimit and RateLimit-Policy headers: 1 to 64 letters,
 // digits and "-_.", so that it needs no quoting. The zero Algorithm is SlidingLog.
 //
@@ -166,7 +167,7 @@ func (p Policy) validate() error {
 	case !isCalendar(p.Algorithm) && p.Location != nil:
 		errs = append(errs, fmt.Errorf("ratelimit: policy %q: a Location for a %v policy, which counts in a rolling window", p.Name, p.Algorithm))
 	case p.Location != nil && !namesItself(p.Location):
-		errs = append(errs, fmt.Errorf("ratelimit: policy %q: Location %q is not the zone time.LoadLocation gives for that name", p.Name, p.Location))
+		errs = append(errs, fmt.Errorf("ratelimit: policy %q: Location %q is not the zone time.LoadLocation gives for that name, or is the host's own", p.Name, p.Location))
 	}
 	if !validPolicyName(p.Name) {
 		errs = append(errs, fmt.Errorf("ratelimit: policy name %q: want 1 to 64 characters of [A-Za-z0-9._-]", p.Name))
@@ -181,8 +182,12 @@ func (p Policy) validate() error {
 // its name, as far as their offsets at the start of January and July of
 // 2000 to 2040 tell: a set's ID names its zones, so that two zones of one
 // name (time.FixedZone("", h) for any h) would share counts over
-// different periods.
+// different periods. The host's own zone, "Local" or "localtime", names
+// a different zone on each server of another zone, and does not count.
 func namesItself(loc *time.Location) bool {
+	if name := loc.String(); name == "Local" || name == "localtime" {
+		return false
+	}
 	named, err := time.LoadLocation(loc.String())
 	if err != nil {
 		return false

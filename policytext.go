@@ -211,9 +211,12 @@ func parseParam(p *Policy, s string) error {
 }
 
 // loadZone loads a zone of the IANA database by name, refusing names
-// that are no zone's before they reach the file system.
+// that are no zone's before they reach the file system, and the names of
+// the host's own zone ("Local", "localtime"), which name different zones
+// on different servers.
 func loadZone(name string) (*time.Location, error) {
-	ok := len(name) > 0 && len(name) <= 64 && !strings.Contains(name, "..") && name[0] != '/'
+	ok := len(name) > 0 && len(name) <= 64 && !strings.Contains(name, "..") && name[0] != '/' &&
+		name != "Local" && name != "localtime"
 	for _, c := range name {
 		ok = ok && ('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("/_+-", c))
 	}

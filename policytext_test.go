@@ -154,3 +154,18 @@ func ExampleParsePolicies() {
 	// ratelimit: policy 1 "0/min": limit "0": want a whole number from 1 to 2147483647
 	// ratelimit: policy 2 "300/fortnight": window "fortnight": unknown unit "fortnight", want ms, s, min, h, day, week or month
 }
+
+// A zone is named by the IANA database: "Local" (and "localtime", where
+// the zone files have it) is whatever zone the host runs in, so servers
+// of a fleet in different zones would count one quota, known by one
+// name, over different days and months.
+func TestParsePoliciesHostZone(t *testing.T) {
+	for _, text := range []string{"1000/month;tz=Local", "1000/day;tz=localtime"} {
+		t.Run(text, func(t *testing.T) {
+			ps, err := ratelimit.ParsePolicies(text)
+			require.Error(t, err, "policies %v", ps)
+			assert.Nil(t, ps, "policies with an error")
+			assert.Contains(t, err.Error(), "want a zone of the IANA database")
+		})
+	}
+}
