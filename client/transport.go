@@ -1,6 +1,8 @@
 package client
 
 import (
+	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -40,9 +42,12 @@ type Transport struct {
 	// method, or if it has no body and an idempotent method (GET, HEAD,
 	// OPTIONS, TRACE, PUT, DELETE). It is not retried when the wait would
 	// end at or after its context's deadline: the refusal is returned
-	// then. Each retry waits as a new request does, and the body of the
-	// refusal it replaces is read (up to 4 KiB) and closed. The last
-	// refusal is returned as it came. 0, the default, retries nothing.
+	// then, also when answers to other requests that came while the
+	// retry was decided on push its wait past the deadline. Each retry
+	// waits as a new request does; the body of the refusal it replaces is
+	// read (up to 4 KiB, so that a small body frees its connection) and
+	// closed when the retry is sent. The last refusal is returned as it
+	// came. 0, the default, retries nothing.
 	MaxRetries int
 
 	servers servers
@@ -64,24 +69,52 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s := t.servers.get(k)
 	r := req
+	var refusal *http.Response // the refusal r is the retry of, if any
 	for attempt := 0; ; attempt++ {
 		var rep report
-		resp, now, err := send(base, s, r, &rep)
+		resp, now, err := send(base, s, r, &rep, refusal)
 		if err != nil {
+			if refusal != nil {
+				// Answers that came since the retry was decided pushed
+				// its wait past the deadline: it is not sent, and the
+				// refusal it would have replaced is the answer.
+				if errors.As(err, new(*spentError)) {
+					return refusal, nil
+				}
+				closeBody(refusal)
+			}
 			return nil, err
 		}
 		next := t.again(req, resp, &rep, attempt, s, now)
 		if next == nil {
 			return resp, nil
 		}
-		// Read a little of the body, so that the connection may be
-		// reused, and no more: a refusal's body is the server's to size.
-		// A Base may answer without one, as http.Client allows.
-		if resp.Body != nil {
-			io.CopyN(io.Discard, resp.Body, 4<<10)
-			resp.Body.Close()
-		}
+		refusal = keep(resp)
 		r = next
+	}
+}
+
+// keep reads a little of a refusal's body, so that its connection may be
+// reused while its retry waits, and no more: a refusal's body is the
+// server's to size. The body then reads what was read, then the rest, so
+// that the refusal can still be returned whole if the retry is not sent;
+// send closes it when the retry goes. A Base may answer without a body,
+// as http.Client allows.
+func keep(resp *http.Response) *http.Response {
+	if resp.Body != nil {
+		var head bytes.Buffer
+		io.CopyN(&head, resp.Body, 4<<10)
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(&head, resp.Body), resp.Body}
+	}
+	return resp
+}
+
+func closeBody(resp *http.Response) {
+	if resp.Body != nil {
+		resp.Body.Close()
 	}
 }
 
@@ -90,8 +123,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // which it reads into rep. It returns the answer and the instant it came,
 // or the error of the wait or of base. It exists so that RoundTrip reads
 // as a loop of attempts, and so that every attempt, first or retry, is
-// reserved and settled alike.
-func send(base http.RoundTripper, s *server, r *http.Request, rep *report) (*http.Response, time.Time, error) {
+// reserved and settled alike. refusal, for a retry, is the answer it
+// replaces, whose body it closes once the retry goes.
+func send(base http.RoundTripper, s *server, r *http.Request, rep *report, refusal *http.Response) (*http.Response, time.Time, error) {
 	probe, err := s.reserve(r.Context())
 	if err != nil {
 		// A RoundTripper closes the body of the request it was given,
@@ -100,6 +134,9 @@ func send(base http.RoundTripper, s *server, r *http.Request, rep *report) (*htt
 			r.Body.Close()
 		}
 		return nil, time.Time{}, err
+	}
+	if refusal != nil {
+		closeBody(refusal)
 	}
 	resp, err := base.RoundTrip(r)
 	now := time.Now()

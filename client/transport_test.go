@@ -782,3 +782,94 @@ func TestRetryOfARefusalWithoutABody(t *testing.T) {
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "after the retry")
 	})
 }
+
+// slowBody is a refusal's body that takes a while (in the bubble's fake
+// time) to read, as one still on its way over the network does.
+type slowBody struct {
+	delay time.Duration
+	r     io.Reader
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.delay > 0 {
+		time.Sleep(b.delay)
+		b.delay = 0
+	}
+	return b.r.Read(p)
+}
+
+func (b *slowBody) Close() error { return nil }
+
+// lateRefusal answers the request tagged "A" after 5 ms with a 429 and
+// Retry-After: 30; the first tagged "B" after 1 ms with a 429,
+// Retry-After: 1 and a body that takes bodyDelay to read; anything else
+// with 200.
+type lateRefusal struct {
+	bodyDelay time.Duration
+	b         atomic.Int32
+}
+
+func (l *lateRefusal) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}
+	switch r.Header.Get("X-Which") {
+	case "A":
+		time.Sleep(5 * time.Millisecond)
+		resp.StatusCode = http.StatusTooManyRequests
+		resp.Header.Set("Retry-After", "30")
+	case "B":
+		if l.b.Add(1) > 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+		resp.StatusCode = http.StatusTooManyRequests
+		resp.Header.Set("Retry-After", "1")
+		resp.Body = &slowBody{delay: l.bodyDelay, r: strings.NewReader("come back later\n")}
+	}
+	return resp, nil
+}
+
+// A refusal whose retry is found, once decided on, to have to wait past
+// the request's deadline (another answer pushed the server's quota back
+// in the meantime: while the refusal's body was read, or while the retry
+// waited for its own Retry-After) is returned as it came, body included,
+// not traded for an error.
+func TestRetryPushedPastTheDeadlineReturnsTheRefusal(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		bodyDelay time.Duration
+	}{
+		{"A answers while B's refusal is read", 10 * time.Millisecond},
+		{"A answers while B's retry waits", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := &client.Transport{Base: &lateRefusal{bodyDelay: tt.bodyDelay}, MaxRetries: 1}
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					req := newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)
+					req.Header.Set("X-Which", "A")
+					if resp, err := tr.RoundTrip(req); err == nil {
+						resp.Body.Close()
+					}
+				})
+				var resp *http.Response
+				var err error
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					req := newRequest(t, ctx, http.MethodGet, "http://api.test/", nil)
+					req.Header.Set("X-Which", "B")
+					resp, err = tr.RoundTrip(req)
+				})
+				wg.Wait()
+				require.NoError(t, err, "B: want its refusal returned")
+				defer resp.Body.Close()
+				assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "B's answer")
+				assert.Equal(t, "1", resp.Header.Get("Retry-After"), "B's own refusal")
+				b, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				assert.Equal(t, "come back later\n", string(b), "the refusal's body")
+			})
+		})
+	}
+}
