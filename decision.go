@@ -36,7 +36,9 @@ type Decision struct {
 	// (a request exempted, rejected, or whose store failed).
 	Result Result
 	// Err is, for Reject, the key or cost error; for Fail, and for a
-	// request WithFailOpen served, the store's error; otherwise nil.
+	// request WithFailOpen served, the store's error; for a request
+	// WithDryRun served though its cost is above the limit, the cost
+	// error; otherwise nil.
 	Err error
 
 	decided bool // the store decided: Result and the headers are valid
