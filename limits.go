@@ -28,7 +28,10 @@ import (
 // its error goes to the OnError hook once, not once per request, and is
 // cached too (invalid policies for ttl, other errors for at most a
 // second). Every way into the limiter (Handler, Decide, Allow, Peek,
-// Reset) looks a client up the same way.
+// Reset) looks a client up the same way, with the context it is given: a
+// limits that reads a claim from ctx must find the client's there when
+// an operator's tool calls Peek or Reset, or it answers for that ctx, and
+// the answer is cached for the client as any other.
 //
 // A client whose limit changes keeps its counts: raised from 100 to 1,000
 // a minute, it has 900 more in the current window, not 1,000; lowered, it
