@@ -40,6 +40,7 @@ type Store struct {
 	base  time.Time        // a reading of local, the origin of mono
 
 	stop      chan struct{} // stops the janitor
+	closed    atomic.Bool   // Close was called: no lease outlives it
 	done      chan struct{}
 	closeOnce sync.Once
 	failures  atomic.Uint64
@@ -164,10 +165,20 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 		epoch = e
 	}
 	want, ask := 0, chan struct{}(nil)
+	caller := ctx
 	if s.leases != nil {
+		// The timeout is counted from here: it bounds the wait for
+		// another request's ask of a lease, and what is given back
+		// first, too.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
 		res, ok, w, a, err := s.leased(ctx, key, set, cost)
-		if ok || err != nil {
-			return res, err
+		if err != nil {
+			return s.takeFailed(caller, key, set, cost, err)
+		}
+		if ok {
+			return res, nil
 		}
 		want, ask = w, a
 	}
@@ -184,7 +195,7 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 		s.asked(ctx, key, set, ask, &t, ok, sent)
 	}
 	if !ok {
-		return s.takeFailed(ctx, key, set, cost, err)
+		return s.takeFailed(caller, key, set, cost, err)
 	}
 	if s.refusals != nil {
 		s.remember(key, set, cost, t.res, t.r1, sent, epoch)
@@ -253,8 +264,14 @@ func (s *Store) asked(ctx context.Context, key string, set ratelimit.PolicySet, 
 	now := s.mono()
 	l, stale := s.leases.of(key, set, now)
 	give := l.done(ask, t, sent, now)
+	var late *grant
+	if s.closed.Load() {
+		// Close has given back every lease already: give back this
+		// one's slots now, since no janitor will.
+		late = l.expire()
+	}
 	l.mu.Unlock()
-	s.release(ctx, stale, give)
+	s.release(ctx, stale, give, late)
 }
 
 // remember updates the refusal cache with the decision res of a request
@@ -464,7 +481,10 @@ func (s *Store) Stats() ratelimit.Stats {
 // if any. It does not close the Redis client. Close is safe to call more
 // than once.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { close(s.stop) })
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		close(s.stop)
+	})
 	<-s.done
 	if s.owned {
 		return s.fallback.Close()

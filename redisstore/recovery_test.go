@@ -1,0 +1,146 @@
+package redisstore_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/ratelimit"
+	"github.com/slidelog/ratelimit/redisstore"
+)
+
+// TestLeaseWaitersBoundedByTimeout: with leases on, the requests of one
+// busy key that wait for another's ask while Redis hangs each return
+// within the store's timeout, counted from when Take was called, not in
+// turn, one timeout after the other.
+func TestLeaseWaitersBoundedByTimeout(t *testing.T) {
+	sharedClient(t) // skip without Redis
+	px := startProxy(t, redisAddr())
+	opts := clientOptions(px.addr())
+	opts.PoolSize = 64
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	const timeout = 500 * time.Millisecond
+	st, _ := newStore(t, c, redisstore.WithLeases(true), redisstore.WithTimeout(timeout),
+		redisstore.WithFailurePolicy(redisstore.FailOpen))
+	ctx := context.Background()
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 1_000_000, Window: time.Minute})
+	if _, err := st.Peek(ctx, "k", pol); err != nil { // the library is loaded
+		t.Fatal(err)
+	}
+	px.setDelay(time.Hour)
+	const g = 16
+	took := make([]time.Duration, g)
+	var wg sync.WaitGroup
+	for i := range g {
+		wg.Go(func() {
+			start := time.Now()
+			res, err := st.Take(ctx, "k", pol, 1)
+			took[i] = time.Since(start)
+			if err != nil || !res.Allowed {
+				t.Errorf("Take: %+v, %v; want allowed (FailOpen)", res, err)
+			}
+		})
+	}
+	returns(t, "hung calls", wg.Wait)
+	px.setDelay(0)
+	// A generous bound, for a busy machine: the documented one is the
+	// timeout itself. In turn, they took up to 16 timeouts.
+	late := 0
+	for _, d := range took {
+		if d > 4*timeout {
+			late++
+		}
+	}
+	if late > 0 {
+		t.Errorf("%d of %g Takes took over 4x the timeout of %v: %v", late, float64(g), timeout, took)
+	}
+}
+
+// TestLeaseReturnWithinTakeTimeout: a Take that must first give back a
+// lease's unused slots (here the set's limits changed) while Redis hangs
+// returns within the store's timeout, not one timeout for the return and
+// another for its own call.
+func TestLeaseReturnWithinTakeTimeout(t *testing.T) {
+	sharedClient(t) // skip without Redis
+	px := startProxy(t, redisAddr())
+	c := redis.NewClient(clientOptions(px.addr()))
+	t.Cleanup(func() { c.Close() })
+	const timeout = 2 * time.Second
+	at := time.Now()
+	st, _ := newStore(t, c, redisstore.WithLeases(true), redisstore.WithTimeout(timeout),
+		redisstore.WithFailurePolicy(redisstore.FailOpen),
+		redisstore.WithLocalClock(func() time.Time { return at })) // no lease ends
+	ctx := context.Background()
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 1_000_000, Window: time.Minute})
+	raised := policySet(t, ratelimit.Policy{Name: "default", Limit: 2_000_000, Window: time.Minute})
+	for range 2 { // the second asks for a lease
+		if _, err := st.Take(ctx, "k", pol, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := st.Failures()
+	if res, err := st.Take(ctx, "k", pol, 1); err != nil || !res.Allowed || st.Failures() != before {
+		t.Fatalf("from the lease: %+v, %v", res, err)
+	}
+	px.setDelay(time.Hour)
+	start := time.Now()
+	res, err := st.Take(ctx, "k", raised, 1)
+	took := time.Since(start)
+	px.setDelay(0)
+	if err != nil || !res.Allowed {
+		t.Errorf("Take: %+v, %v; want allowed (FailOpen)", res, err)
+	}
+	if took > timeout*3/2 { // a busy machine's slack: two timeouts are 4 s
+		t.Errorf("Take took %v, want about the timeout of %v", took, timeout)
+	}
+}
+
+// TestCloseReturnsLeaseGrantedInFlight: a lease granted to a Take that
+// was out asking when Close ran has its unused slots given back, as Close
+// gives back every other lease's; nothing is left to return them later.
+func TestCloseReturnsLeaseGrantedInFlight(t *testing.T) {
+	plainClient := sharedClient(t)
+	px := startProxy(t, redisAddr())
+	c := redis.NewClient(clientOptions(px.addr()))
+	t.Cleanup(func() { c.Close() })
+	at := time.Now()
+	leased, p := newStore(t, c, redisstore.WithLeases(true),
+		redisstore.WithLocalClock(func() time.Time { return at })) // no lease ends but by Close
+	plain, err := redisstore.New(plainClient, redisstore.WithPrefix(p), redisstore.WithRefusalCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	ctx := context.Background()
+	const limit = 1000
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour})
+	if _, err := leased.Take(ctx, "k", pol, 1); err != nil {
+		t.Fatal(err)
+	}
+	px.setDelay(500 * time.Millisecond) // the reply to the ask comes after Close
+	asked := make(chan error, 1)
+	go func() {
+		_, err := leased.Take(ctx, "k", pol, 1) // the key is busy: it asks for a lease
+		asked <- err
+	}()
+	waitFor(t, 5*time.Second, "the ask reaches Redis", func() bool {
+		r, err := plain.Peek(ctx, "k", pol)
+		return err == nil && r.Remaining < limit-1
+	})
+	returns(t, "Close", func() { leased.Close() })
+	if err := <-asked; err != nil {
+		t.Fatal(err)
+	}
+	px.setDelay(0)
+	r, err := plain.Peek(ctx, "k", pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Remaining != limit-2 {
+		t.Errorf("after Close: %d remaining, want %d: 2 requests admitted, the lease's slots given back", r.Remaining, limit-2)
+	}
+}
