@@ -3,6 +3,8 @@ package redisstore
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"sync/atomic"
 	"time"
 
 	"github.com/slidelog/ratelimit"
@@ -66,4 +68,37 @@ func openResult(set ratelimit.PolicySet, cost int, at time.Time) ratelimit.Resul
 	res := result(p, at.UnixMicro(), true, int64(p.Limit-cost), 0, 0)
 	res.At = at
 	return res
+}
+
+// locals remembers the requests the fallback of FailLocal admitted, by
+// key, set and instant, so that their Refund goes to the fallback, which
+// counted them, and not to Redis, which did not: there it would take back
+// a request Redis did count. A fixed table of hashes; a request whose
+// entry another overwrote is refunded from Redis, as before.
+type locals struct {
+	seed  maphash.Seed
+	slots [4096]atomic.Uint64
+}
+
+// admission is what locals knows a request by.
+type admission struct {
+	key, set string
+	at       int64
+}
+
+func (l *locals) hash(key string, set ratelimit.PolicySet, at time.Time) uint64 {
+	return maphash.Comparable(l.seed, admission{key, set.ID(), at.UnixNano()}) | 1 // 0 is an empty slot
+}
+
+// add notes a request the fallback admitted at at.
+func (l *locals) add(key string, set ratelimit.PolicySet, at time.Time) {
+	h := l.hash(key, set, at)
+	l.slots[h%uint64(len(l.slots))].Store(h)
+}
+
+// take reports whether a request admitted at at was the fallback's, and
+// forgets it.
+func (l *locals) take(key string, set ratelimit.PolicySet, at time.Time) bool {
+	h := l.hash(key, set, at)
+	return l.slots[h%uint64(len(l.slots))].CompareAndSwap(h, 0)
 }

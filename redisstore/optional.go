@@ -56,6 +56,14 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 	}
 	_, err := s.fcall(ctx, fnReset, false, keys(s.prefix, key, set, true), s.args(set, 1, 0))
 	s.invalidate(key, set)
+	if s.fallback != nil {
+		// What the fallback counted in an outage goes too, so that
+		// the next request it decides starts a full quota.
+		lkey, share := s.localKey(key, set)
+		if ferr := s.fallback.Reset(context.WithoutCancel(ctx), lkey, share); ferr != nil && err == nil {
+			return ferr
+		}
+	}
 	if err != nil {
 		return s.failed(ctx, err)
 	}
@@ -74,6 +82,11 @@ func (s *Store) Refund(ctx context.Context, key string, set ratelimit.PolicySet,
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if s.locals != nil && s.locals.take(key, set, at) {
+		// The fallback admitted it, and Redis never counted it.
+		lkey, share := s.localKey(key, set)
+		return s.fallback.Refund(ctx, lkey, share, cost, at)
 	}
 	_, err := s.fcall(ctx, fnRefund, false, keys(s.prefix, key, set, true), s.args(set, cost, at.UnixMicro()))
 	s.invalidate(key, set)

@@ -144,3 +144,100 @@ func TestCloseReturnsLeaseGrantedInFlight(t *testing.T) {
 		t.Errorf("after Close: %d remaining, want %d: 2 requests admitted, the lease's slots given back", r.Remaining, limit-2)
 	}
 }
+
+// TestRefundOfLocalDecisionAfterRecovery: under FailLocal, a request the
+// fallback admitted during an outage was never counted in Redis; its
+// Refund once Redis is back must not take back a request Redis did count,
+// which would let the key past its limit there.
+func TestRefundOfLocalDecisionAfterRecovery(t *testing.T) {
+	for _, algo := range []ratelimit.Algorithm{counter, gcra} {
+		t.Run(algo.String(), func(t *testing.T) {
+			// A server of its own, whose counts survive its restart.
+			srv := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
+			opts := clientOptions(srv.addr)
+			opts.Dialer = redisstore.Dial
+			c := redis.NewClient(opts)
+			t.Cleanup(func() { c.Close() })
+			st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithRefusalCache(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			ctx := context.Background()
+			const limit = 5
+			pol := policySet(t, ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour, Algorithm: algo})
+			for i := range limit - 1 {
+				if res, err := st.Take(ctx, "k", pol, 1); err != nil || !res.Allowed {
+					t.Fatalf("take %d: %+v, %v", i, res, err)
+				}
+			}
+			srv.stop() // the fallback decides, and Redis counts nothing
+			before := st.Failures()
+			local, err := st.Take(ctx, "k", pol, 1)
+			if err != nil || !local.Allowed || st.Failures() == before {
+				t.Fatalf("during the outage: %+v, %v; want allowed by the fallback", local, err)
+			}
+			srv.restart(t)
+			waitFor(t, 5*time.Second, "recovery", func() bool {
+				_, err := st.Peek(ctx, "k", pol)
+				return err == nil
+			})
+			// The handler did not count (WithCountIf): the request is
+			// refunded, once Redis answers again.
+			if err := st.Refund(ctx, "k", pol, 1, local.At); err != nil {
+				t.Fatal(err)
+			}
+			allowed := 0
+			for range limit {
+				res, err := st.Take(ctx, "k", pol, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Allowed {
+					allowed++
+				}
+			}
+			// Redis counted limit-1 requests: one more fits there.
+			if allowed != 1 {
+				t.Errorf("after the refund of a local decision: Redis admitted %d more, want 1 (it counted %d of %d)", allowed, limit-1, limit)
+			}
+		})
+	}
+}
+
+// TestResetReachesFallback: under FailLocal, a Reset forgets the key's
+// counts in the fallback too, so that its next request starts a full
+// quota even if the fallback decides it, in a later outage.
+func TestResetReachesFallback(t *testing.T) {
+	srv := startServer(t)
+	opts := clientOptions(srv.addr)
+	opts.Dialer = redisstore.Dial
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithRefusalCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	const limit = 3
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour})
+	srv.stop() // the fallback decides
+	for i := range limit {
+		if res, err := st.Take(ctx, "k", pol, 1); err != nil || !res.Allowed {
+			t.Fatalf("outage, take %d: %+v, %v; want allowed locally", i, res, err)
+		}
+	}
+	srv.restart(t)
+	waitFor(t, 5*time.Second, "recovery", func() bool {
+		_, err := st.Peek(ctx, "k", pol)
+		return err == nil
+	})
+	if err := st.Reset(ctx, "k", pol); err != nil {
+		t.Fatal(err)
+	}
+	srv.stop() // another outage: the fallback decides again
+	if res, err := st.Take(ctx, "k", pol, 1); err != nil || !res.Allowed {
+		t.Errorf("the first request after the Reset, decided locally: %+v, %v; want allowed, a full quota", res, err)
+	}
+}

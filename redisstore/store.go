@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,7 @@ type Store struct {
 	bounded  bool      // the client itself gives up at a context's deadline
 	refusals *refusals // nil when the cache is off
 	leases   *leases   // nil when leases are off
+	locals   *locals   // under FailLocal, the fallback's admissions
 	loads    loader    // of the library, when a server lacks it
 
 	clock func() time.Time // test hook: the functions' time; nil for TIME
@@ -114,6 +116,9 @@ func (s *Store) start(leases bool) error {
 			return err
 		}
 		s.fallback, s.owned = ms, true
+	}
+	if s.policy == FailLocal {
+		s.locals = &locals{seed: maphash.MakeSeed()}
 	}
 	if leases {
 		s.leases = newLeases()
@@ -215,13 +220,12 @@ func (s *Store) takeFailed(ctx context.Context, key string, set ratelimit.Policy
 	case FailOpen:
 		return openResult(set, cost, s.local()), nil
 	case FailLocal:
-		if share := s.share(set); share.CheckCost(cost) == nil {
-			if share != set {
-				// A share's ID lacks its set's scope (a Limiter's): the
-				// key keeps the counts of sets of other IDs apart.
-				key = set.ID() + "\x00" + key
+		if lkey, share := s.localKey(key, set); share.CheckCost(cost) == nil {
+			res, err := s.fallback.Take(ctx, lkey, share, cost)
+			if err == nil && res.Allowed {
+				s.locals.add(key, set, res.At)
 			}
-			return s.fallback.Take(ctx, key, share, cost)
+			return res, err
 		}
 		// A cost above this process's share of a limit, which no local
 		// decision can admit: unavailable, as under FailClosed.
@@ -328,6 +332,18 @@ func (s *Store) share(set ratelimit.PolicySet) ratelimit.PolicySet {
 	}
 	s.shares.Store(set.ID(), &fleetShare{of: set, share: shared})
 	return shared
+}
+
+// localKey returns the key and the set the fallback decides key under set
+// with: set's share of the fleet, and a key that keeps the counts of sets
+// of other IDs apart, since a share's ID lacks its set's scope (a
+// Limiter's).
+func (s *Store) localKey(key string, set ratelimit.PolicySet) (string, ratelimit.PolicySet) {
+	share := s.share(set)
+	if share != set {
+		key = set.ID() + "\x00" + key
+	}
+	return key, share
 }
 
 // fleetShare is a set's share, kept under the set's ID.
