@@ -178,6 +178,35 @@ func (s *suite) invalidArguments(t *testing.T) {
 	if res := take(t, st, "k", ps, 3); !res.Allowed || res.Remaining != 0 {
 		t.Errorf("cost 3 after the invalid calls: %+v, want allowed with Remaining 0 (nothing counted before)", res)
 	}
+	t.Run("refunds", s.invalidRefunds)
+}
+
+// invalidRefunds: a Refund of an empty set or of a cost CheckCost refuses
+// is an error and takes nothing back.
+func (s *suite) invalidRefunds(t *testing.T) {
+	st, _ := s.store(t)
+	ctx := context.Background()
+	ps := set(t, ratelimit.Policy{Name: "a", Limit: 5, Window: time.Hour}, ratelimit.Policy{Name: "b", Limit: 3, Window: time.Minute})
+	full := take(t, st, "k", ps, 3)
+	for _, c := range []struct {
+		name string
+		set  ratelimit.PolicySet
+		cost int
+		want error
+	}{
+		{"empty set", ratelimit.PolicySet{}, 1, nil},
+		{"cost 0", ps, 0, ratelimit.ErrInvalidCost},
+		{"cost -1", ps, -1, ratelimit.ErrInvalidCost},
+		{"cost above the least limit", ps, 4, ratelimit.ErrInvalidCost},
+	} {
+		err := st.Refund(ctx, "k", c.set, c.cost, full.At)
+		if err == nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("Refund, %s: error %v, want one matching %v", c.name, err, c.want)
+		}
+	}
+	if res := take(t, st, "k", ps, 1); res.Allowed {
+		t.Errorf("after the invalid refunds: %+v, want refused (nothing taken back)", res)
+	}
 }
 
 // contextCancellation: a Take whose context is done before it starts
@@ -229,6 +258,40 @@ func (s *suite) tightest(t *testing.T) {
 	take(t, st, "c", both, 1)
 	if res := take(t, st, "c", both, 1); res.Allowed || res.Policy != "hour" || res.RetryAfter <= time.Minute {
 		t.Errorf("refused by minute and hour: got %+v, want refused by hour, waiting more than a minute", res)
+	}
+	s.tightestTable(t)
+}
+
+// tightestTable: the policy reported, with its Limit and Window, for
+// requests that tie: equal policies go to the first in the set's order
+// (by name), allowed and refused alike.
+func (s *suite) tightestTable(t *testing.T) {
+	minute := ratelimit.Policy{Name: "minute", Limit: 3, Window: time.Minute}
+	for _, c := range []struct {
+		name     string
+		ps       []ratelimit.Policy
+		takes    int // before the request checked
+		allowed  bool
+		policy   string
+		limit    int
+		window   time.Duration
+		leftOver int
+	}{
+		{"fewest remaining", []ratelimit.Policy{minute, {Name: "day", Limit: 2, Window: 24 * time.Hour}}, 0, true, "day", 2, 24 * time.Hour, 1},
+		{"the longer reset", []ratelimit.Policy{minute, {Name: "hour", Limit: 3, Window: time.Hour}}, 0, true, "hour", 3, time.Hour, 2},
+		{"a tie, allowed", []ratelimit.Policy{{Name: "b", Limit: 3, Window: time.Hour}, {Name: "a", Limit: 3, Window: time.Hour}}, 0, true, "a", 3, time.Hour, 2},
+		{"a tie, refused", []ratelimit.Policy{{Name: "b", Limit: 1, Window: time.Hour}, {Name: "a", Limit: 1, Window: time.Hour}}, 1, false, "a", 1, time.Hour, 0},
+		{"a refusal before any allowance", []ratelimit.Policy{{Name: "x", Limit: 1, Window: time.Minute}, {Name: "y", Limit: 2, Window: time.Hour}}, 1, false, "x", 1, time.Minute, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, _ := s.store(t)
+			ps := set(t, c.ps...)
+			takeN(t, st, "k", ps, c.takes)
+			res := take(t, st, "k", ps, 1)
+			if res.Allowed != c.allowed || res.Policy != c.policy || res.Limit != c.limit || res.Window != c.window || res.Remaining != c.leftOver {
+				t.Errorf("got %+v, want allowed %v, Policy %s, Limit %d, Window %v, Remaining %d", res, c.allowed, c.policy, c.limit, c.window, c.leftOver)
+			}
+		})
 	}
 }
 
@@ -815,6 +878,9 @@ func (s *suite) expiry(t *testing.T) {
 				t.Fatalf("%d of 5 allowed, want 3", n)
 			}
 			clk.Advance(2 * time.Minute)
+			if res := peek(t, st, "k", ps); res.Remaining != 3 || res.Reset != 0 {
+				t.Errorf("peek two windows later: %+v, want the full quota (Remaining 3) with nothing counted (Reset 0)", res)
+			}
 			if res := take(t, st, "k", ps, 1); !res.Allowed || res.Remaining != 2 {
 				t.Errorf("two windows later: %+v, want the full quota again (Remaining 2)", res)
 			}

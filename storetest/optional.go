@@ -174,6 +174,7 @@ func (s *suite) refundCase(t *testing.T) {
 		t.Run(a.String(), func(t *testing.T) { s.refundOne(t, a) })
 	}
 	t.Run("exact instants", s.refundExactInstants)
+	t.Run("counter, previous window", s.refundPreviousWindow)
 }
 
 // refundOne is refundCase under a set of a policy of a and one of the
@@ -427,5 +428,142 @@ func (s *suite) lateRefund(t *testing.T) {
 	res := s.cfg.resolution
 	if got := take(t, st, "late", ps, 1); got.Allowed || got.RetryAfter < time.Second || got.RetryAfter >= time.Second+res {
 		t.Errorf("then: %+v, want refused for 1s (only the 0.6 s not refilled was given back)", got)
+	}
+}
+
+// refundLeftWindow: refunding requests that have left the window changes
+// nothing, for each algorithm alone (two windows later, when the
+// counter's previous window weighs nothing, or a calendar period later),
+// and in a set where the request has left one policy's window but not
+// the other's, which alone takes it back.
+func (s *suite) refundLeftWindow(t *testing.T) {
+	for _, a := range s.cfg.algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			st, clk := s.store(t)
+			ps := set(t, policy("p", 2, time.Minute, a))
+			old := take(t, st, "k", ps, 1)
+			later := 2 * time.Minute
+			if isCalendar(a) {
+				later = 31 * 24 * time.Hour
+			}
+			clk.Advance(later)
+			if n := takeN(t, st, "k", ps, 2); n != 2 {
+				t.Fatalf("%v later: %d of 2 allowed, want 2", later, n)
+			}
+			before := peek(t, st, "k", ps)
+			if err := st.Refund(context.Background(), "k", ps, 1, old.At); err != nil {
+				t.Fatal(err)
+			}
+			after := peek(t, st, "k", ps)
+			before.At, after.At = time.Time{}, time.Time{}
+			if after != before {
+				t.Errorf("refunding a request %v old: peek %+v, before the refund %+v", later, after, before)
+			}
+			if res := take(t, st, "k", ps, 1); res.Allowed {
+				t.Errorf("after the refund: %+v, want refused (it left the window)", res)
+			}
+		})
+	}
+	for _, a := range s.rolling() {
+		t.Run(a.String()+" beside a longer window", func(t *testing.T) { s.refundLeftOneWindow(t, a) })
+	}
+}
+
+// refundLeftOneWindow: under short (2 a minute) and long (3 an hour) of
+// algorithm a, A at 0, then B and C at 2 min, fill both. A has left
+// short's window, not long's: its refund frees one in long alone. At
+// 4 min, short has room for two and long for one.
+func (s *suite) refundLeftOneWindow(t *testing.T, a ratelimit.Algorithm) {
+	st, clk := s.store(t)
+	ps := set(t, ratelimit.Policy{Name: "short", Limit: 2, Window: time.Minute, Algorithm: a},
+		ratelimit.Policy{Name: "long", Limit: 3, Window: time.Hour, Algorithm: a})
+	old := take(t, st, "k", ps, 1)
+	clk.Advance(2 * time.Minute)
+	if n := takeN(t, st, "k", ps, 2); n != 2 {
+		t.Fatalf("at 2 min: %d of 2 allowed, want 2", n)
+	}
+	if err := st.Refund(context.Background(), "k", ps, 1, old.At); err != nil {
+		t.Fatal(err)
+	}
+	if res := peek(t, st, "k", ps); res.Allowed || res.Policy != "short" {
+		t.Errorf("after refunding A: peek %+v, want refused by short (A had left its window)", res)
+	}
+	clk.Advance(2 * time.Minute)
+	if res := take(t, st, "k", ps, 1); !res.Allowed {
+		t.Errorf("at 4 min: %+v, want allowed (A taken back from long)", res)
+	}
+	if res := take(t, st, "k", ps, 1); res.Allowed || res.Policy != "long" {
+		t.Errorf("then: %+v, want refused by long", res)
+	}
+}
+
+// refundPreviousWindow: the window counter takes a refund off the count
+// of the fixed window the request fell in, the previous one here, which
+// weighs half. Limit 4 a minute: 4 at 50 s, then at 90 s the previous
+// window weighs 2 and 2 more fit. One refunded leaves ceil(3/2) = 2: still
+// full; a second leaves 1, and one more fits.
+func (s *suite) refundPreviousWindow(t *testing.T) {
+	s.skipUnless(t, ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter})
+	st, clk := s.store(t)
+	ctx := context.Background()
+	ps := set(t, ratelimit.Policy{Name: "p", Limit: 4, Window: time.Minute, Algorithm: ratelimit.SlidingWindowCounter})
+	start := clk.Now()
+	clk.Set(start.Add(50 * time.Second))
+	old := take(t, st, "k", ps, 4)
+	clk.Set(start.Add(90 * time.Second))
+	if res := take(t, st, "k", ps, 2); !res.Allowed || res.Remaining != 0 {
+		t.Fatalf("at 90 s: %+v, want 2 allowed with 0 remaining", res)
+	}
+	if err := st.Refund(ctx, "k", ps, 1, old.At); err != nil {
+		t.Fatal(err)
+	}
+	if res := peek(t, st, "k", ps); res.Allowed {
+		t.Errorf("one of the previous window refunded: peek %+v, want still full (2 + ceil(3/2))", res)
+	}
+	if err := st.Refund(ctx, "k", ps, 1, old.At); err != nil {
+		t.Fatal(err)
+	}
+	if res := take(t, st, "k", ps, 1); !res.Allowed || res.Remaining != 0 {
+		t.Errorf("two refunded: %+v, want one more allowed with 0 remaining", res)
+	}
+	if res := take(t, st, "k", ps, 1); res.Allowed {
+		t.Errorf("then: %+v, want refused", res)
+	}
+}
+
+// resetAlgorithms: Reset forgets a key's counts under every policy of its
+// set, whatever the algorithms: the key then peeks and takes as a key
+// never seen.
+func (s *suite) resetAlgorithms(t *testing.T) {
+	cases := map[string][]ratelimit.Policy{}
+	var mixed []ratelimit.Policy
+	for i, a := range s.cfg.algorithms {
+		cases[a.String()] = []ratelimit.Policy{policy("p", 2, time.Minute, a)}
+		mixed = append(mixed, policy(fmt.Sprint("p", i), 2+i, time.Duration(1+i)*time.Minute, a))
+	}
+	cases["mixed"] = mixed
+	for name, policies := range cases {
+		t.Run(name, func(t *testing.T) {
+			st, _ := s.store(t)
+			ps := set(t, policies...)
+			if n := takeN(t, st, "k", ps, 3); n != 2 {
+				t.Fatalf("%d of 3 allowed, want 2", n)
+			}
+			if err := st.Reset(context.Background(), "k", ps); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				got, want := peek(t, st, "k", ps), peek(t, st, "unseen", ps)
+				got.At, want.At = time.Time{}, time.Time{}
+				if got != want {
+					t.Errorf("peek after the Reset: %+v, a key never seen %+v", got, want)
+				}
+				got, want = take(t, st, "k", ps, 1), take(t, st, "unseen", ps, 1)
+				got.At, want.At = time.Time{}, time.Time{}
+				if got != want {
+					t.Errorf("request %d after the Reset: %+v, a key never seen %+v", i, got, want)
+				}
+			}
+		})
 	}
 }

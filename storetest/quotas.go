@@ -85,6 +85,9 @@ func (s *suite) calendarPeriod(t *testing.T, c calendarPeriodCase) {
 	if res.Window != c.end.Sub(c.start) {
 		t.Errorf("Window %v, want the period's length %v", res.Window, c.end.Sub(c.start))
 	}
+	if pk := peek(t, st, "k", ps); pk.Allowed || pk.Remaining != 0 || !s.near(pk.RetryAfter, wait) || !s.near(pk.Reset, wait) || pk.Window != res.Window {
+		t.Errorf("peek when refused: %+v, want RetryAfter and Reset %v, Window %v", pk, wait, res.Window)
+	}
 	clk.Set(c.end.Add(-s.cfg.resolution))
 	if take(t, st, "k", ps, 1).Allowed {
 		t.Errorf("a step before the period's end: allowed, want refused")

@@ -122,6 +122,8 @@ func Run(t *testing.T, newStore NewStore, opts ...Option) {
 		{"RefundUnderConcurrency", false, s.refundUnderConcurrency},
 		{"RefundAfterReset", true, s.refundAfterReset},
 		{"LateRefund", true, s.lateRefund},
+		{"RefundLeftWindow", true, s.refundLeftWindow},
+		{"ResetAlgorithms", true, s.resetAlgorithms},
 		{"Calendar", true, s.calendarCase},
 		{"LimitChange", true, s.limitChange},
 		{"LimitChangeUnderConcurrency", true, s.limitChangeUnderConcurrency},
