@@ -123,7 +123,7 @@ func WithFailureHook(fn func(err error)) Option {
 // DefaultRefusalCache), so that a client flooding past its limit is
 // answered without a round trip to Redis until its request could fit;
 // 0 turns the cache off. The cache is a fixed array of n slots of 8
-// bytes, and a slot in use holds an entry of 144 bytes plus a copy of the
+// bytes, and a slot in use holds an entry of 160 bytes plus a copy of the
 // client key. See the package documentation for the rule that keeps it
 // exact.
 func WithRefusalCache(n int) Option {
