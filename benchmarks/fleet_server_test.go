@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/ratelimit/redisstore"
 )
 
 // requireRedis reports whether a missing redis-server fails the tests
@@ -90,9 +92,23 @@ func (s *fleetServer) start() error {
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %v", err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialerRetries: 1})
+	if err := waitAnswer(s.addr, 10*time.Second); err != nil {
+		s.kill()
+		return err
+	}
+	return nil
+}
+
+// waitAnswer polls addr with PING every 5 ms until it answers, or within
+// has passed. It returns at the first answer: FailLocal's recovery is
+// timed from it.
+func waitAnswer(addr string, within time.Duration) error {
+	// redisstore.Dial: go-redis's own dialer stops dialling after
+	// PoolSize refused dials and probes once a second, which would put
+	// the answer up to a second late.
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, Dialer: redisstore.Dial})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(within)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := c.Ping(ctx).Err()
@@ -101,8 +117,7 @@ func (s *fleetServer) start() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			s.kill()
-			return fmt.Errorf("redis-server on %s did not answer: %v", s.addr, err)
+			return fmt.Errorf("redis-server on %s did not answer: %v", addr, err)
 		}
 		// Waiting for another process to come up, not for the clock.
 		time.Sleep(5 * time.Millisecond)
