@@ -17,12 +17,15 @@ import (
 // them, which its answers depend on once an injected clock steps back or
 // a refund follows a Reset.
 type msRefKey struct {
-	live  bool      // the store holds the key's entries
-	seen  int64     // while live: the latest instant the key was decided at
-	since int64     // while live: refunds of requests at or before it are ignored
-	reset int64     // the instant of the latest Reset that dropped live entries
-	logs  [][]int64 // per policy: the instants in the window, oldest first
-	taken []msTaken // every Take allowed, Resets or not, for refunds to pick from
+	live  bool  // the store holds the key's entries
+	seen  int64 // while live: the latest instant the key was decided at
+	since int64 // while live: refunds of requests at or before it are ignored
+	reset int64 // the instant of the latest Reset that dropped live entries
+	// counted is the latest instant entries that Reset dropped were
+	// decided at: a request counted since is the new entries'.
+	counted int64
+	logs    [][]int64 // per policy: the instants in the window, oldest first
+	taken   []msTaken // every Take allowed, Resets or not, for refunds to pick from
 }
 
 type msTaken struct {
@@ -33,8 +36,8 @@ type msTaken struct {
 // msReference is the memory store written plainly: one key's sliding logs
 // as slices of instants, each key's instants held in order by the latest
 // one it was decided at, and a refund ignored when it is of requests
-// counted at or before the key's latest Reset (or before its entries were
-// made).
+// counted at or before the latest instant the entries a Reset dropped
+// were decided at (or before its entries were made).
 type msReference struct {
 	policies []Policy // in the order of their names
 	keys     map[string]*msRefKey
@@ -42,7 +45,7 @@ type msReference struct {
 
 func (m *msReference) key(k string) *msRefKey {
 	if m.keys[k] == nil {
-		m.keys[k] = &msRefKey{reset: minInstant}
+		m.keys[k] = &msRefKey{reset: minInstant, counted: minInstant}
 	}
 	return m.keys[k]
 }
@@ -55,7 +58,7 @@ func (m *msReference) instant(rk *msRefKey, r int64, create bool) int64 {
 			return r
 		}
 		// Made after a Reset, the entries decide no earlier than it.
-		rk.live, rk.seen, rk.since = true, max(r, rk.reset), max(r-1, rk.reset)
+		rk.live, rk.seen, rk.since = true, max(r, rk.reset), max(r-1, rk.counted)
 		rk.logs = make([][]int64, len(m.policies))
 	}
 	rk.seen = max(rk.seen, r)
@@ -91,9 +94,10 @@ func (m *msReference) standing(logs [][]int64, now int64, cost int) []Result {
 		if logs != nil {
 			l = logs[i]
 		}
-		r := Result{Allowed: len(l)+cost <= p.Limit, Limit: p.Limit, Remaining: p.Limit - len(l), Policy: p.Name, Window: p.Window, At: time.Unix(0, now)}
+		// A log may hold more than a limit lowered since.
+		r := Result{Allowed: len(l)+cost <= p.Limit, Limit: p.Limit, Remaining: max(p.Limit-len(l), 0), Policy: p.Name, Window: p.Window, At: time.Unix(0, now)}
 		if len(l) > 0 {
-			r.Reset = time.Duration(l[0] + int64(p.Window) - now)
+			r.Reset = time.Duration(l[max(len(l)-p.Limit, 0)] + int64(p.Window) - now)
 		}
 		if !r.Allowed {
 			r.RetryAfter = time.Duration(l[len(l)+cost-p.Limit-1] + int64(p.Window) - now)
@@ -194,6 +198,7 @@ func (m *msReference) resetKey(k string, r int64) {
 	rk := m.key(k)
 	if rk.live {
 		rk.reset = max(rk.reset, max(r, rk.seen))
+		rk.counted = max(rk.counted, rk.seen)
 		rk.live, rk.logs = false, nil
 	}
 }

@@ -88,9 +88,13 @@ type shard struct {
 	// of a Reset or an eviction, or the one a swept entry went idle at,
 	// and never before the entry was last decided at. An entry made
 	// since decides no earlier, so that nothing the forgotten one
-	// counted bears on its decisions, and takes no refund of a request
-	// counted until then, which belonged to the forgotten one.
+	// counted bears on its decisions.
 	dropped int64
+	// counted is the latest instant a forgotten entry was decided at: an
+	// entry made since takes no refund of a request counted until then,
+	// which may have belonged to the forgotten one. Its own first
+	// request, at dropped or later, may be taken back.
+	counted int64
 	// A new entry sweeps the shard once it holds sweepLen entries,
 	// unless none can be idle yet: none is before sweepAt.
 	sweepLen int
@@ -144,7 +148,7 @@ func newMemoryStore(c MemoryConfig) *memoryStore {
 		s.perShard = max(1, c.MaxKeys/n)
 	}
 	for i := range s.shards {
-		s.shards[i] = shard{dropped: minInstant, sweepLen: minSweepLen, sweepAt: math.MaxInt64}
+		s.shards[i] = shard{dropped: minInstant, counted: minInstant, sweepLen: minSweepLen, sweepAt: math.MaxInt64}
 	}
 	s.sweeping.Go(func() { s.sweepLoop(ctx) })
 	return s
@@ -170,12 +174,21 @@ func (s *memoryStore) shardOf(key string) *shard {
 // it shares with Peek, so that the Result is written once, in place.
 func (s *memoryStore) Take(ctx context.Context, key string, set PolicySet, cost int) (Result, error) {
 	var buf [4]*entry
-	es, now, err := s.lock(ctx, key, set, cost, true, buf[:0])
+	es, now, made, err := s.lock(ctx, key, set, cost, true, buf[:0])
 	if err != nil {
 		return Result{}, err
 	}
 	v, i := takeAll(set.p, es, now, cost, true)
 	unlockAll(es)
+	if made && !v.ok {
+		// The entries made for this request counted nothing: they are
+		// idle now, sooner than add told the shard, and a full shard
+		// must still find them (see makeRoom).
+		sh := s.shardOf(key)
+		sh.mu.Lock()
+		sh.sweepAt = min(sh.sweepAt, now)
+		sh.mu.Unlock()
+	}
 	p := &set.p.policies[i]
 	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
 		Policy: p.Name, Window: windowOf(p, now), At: time.Unix(0, now)}, nil
@@ -185,7 +198,7 @@ func (s *memoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 // decision depends on, and changes nothing else.
 func (s *memoryStore) Peek(ctx context.Context, key string, set PolicySet) (Result, error) {
 	var buf [4]*entry
-	es, now, err := s.lock(ctx, key, set, 1, false, buf[:0])
+	es, now, _, err := s.lock(ctx, key, set, 1, false, buf[:0])
 	if err != nil {
 		return Result{}, err
 	}
@@ -220,7 +233,7 @@ func takeAll(ps *policySet, es []*entry, now int64, cost int, record bool) (verd
 func (s *memoryStore) Refund(ctx context.Context, key string, set PolicySet, cost int, at time.Time) error {
 	t := at.UnixNano()
 	var buf [4]*entry
-	es, now, err := s.lock(ctx, key, set, cost, false, buf[:0])
+	es, now, _, err := s.lock(ctx, key, set, cost, false, buf[:0])
 	if err != nil {
 		return err
 	}
@@ -277,9 +290,10 @@ func (s *memoryStore) Reset(ctx context.Context, key string, set PolicySet) erro
 // is let go: no goroutine holds an entry's lock while it asks for a
 // shard's, so a sweep, which holds the shard's lock, may wait for an
 // entry's. An entry dropped meanwhile sends the request to look again.
-func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost int, create bool, es []*entry) ([]*entry, int64, error) {
+// made reports whether the call added entries to the store.
+func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost int, create bool, es []*entry) (_ []*entry, _ int64, made bool, _ error) {
 	if err := check(ctx, set, cost); err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	ns := s.catalog.numbers(set.p)
 	sh := s.shardOf(key)
@@ -293,8 +307,9 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 		sh.mu.RUnlock()
 		if create && slices.Contains(es, nil) {
 			if err := s.insert(sh, set.p, ns, key, es, read); err != nil {
-				return nil, 0, err
+				return nil, 0, false, err
 			}
+			made = true
 		}
 		now := read
 		for i, e := range es {
@@ -309,7 +324,7 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 			for _, e := range es {
 				e.seen = now
 			}
-			return es, now, nil
+			return es, now, made, nil
 		}
 		unlockAll(es)
 	}
@@ -346,6 +361,11 @@ func (sh *shard) get(n int, key string) *entry {
 func (s *memoryStore) insert(sh *shard, ps *policySet, ns []int, key string, es []*entry, read int64) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if s.perShard > 0 && len(ns) > s.perShard {
+		// No room made could hold them all: drop nobody for the key.
+		s.rejected.Add(1)
+		return errStoreFull
+	}
 	if sh.n >= sh.sweepLen && read >= sh.sweepAt {
 		s.sweep(sh, read)
 	}
@@ -386,9 +406,9 @@ func (sh *shard) add(p *Policy, n int, key string, read int64) *entry {
 	}
 	// since keeps a refund from reaching back past an entry of the key
 	// the shard forgot: what it counted, at or before the instant it was
-	// forgotten, is never taken from this one.
+	// last decided at, is never taken from this one.
 	at := max(read, sh.dropped)
-	e := &entry{seen: at, since: max(read-1, sh.dropped), st: newState()}
+	e := &entry{seen: at, since: max(read-1, sh.counted), st: newState()}
 	sh.m[n][key] = e
 	sh.n++
 	sh.peak = max(sh.peak, sh.n)
@@ -410,10 +430,11 @@ func (sh *shard) add(p *Policy, n int, key string, read int64) *entry {
 
 // forget drops e, the entry of key under the policy numbered n, at the
 // instant at: at least the latest it was decided at, so that an entry
-// made later decides after what e counted, and takes no refund of it,
-// even where a clock stepping back would have it decide earlier. The
-// caller holds sh.mu and e.mu.
+// made later decides after what e counted, even where a clock stepping
+// back would have it decide earlier, and takes no refund of it (see
+// shard.counted). The caller holds sh.mu and e.mu.
 func (sh *shard) forget(n int, key string, e *entry, at int64) {
+	sh.counted = max(sh.counted, e.seen)
 	e.seen = dropped
 	delete(sh.m[n], key)
 	sh.n--

@@ -1021,3 +1021,93 @@ func TestAClockBeforeTheEpoch(t *testing.T) {
 		})
 	}
 }
+
+// A Take refused by one policy of a set may make the entry of another
+// (swept meanwhile) and count nothing in it: that entry is idle at once,
+// and a full store drops it for a new key rather than refusing the key
+// (or, evicting, dropping a live one).
+func TestAFullStoreFindsTheEntryARefusedTakeMade(t *testing.T) {
+	ctx := context.Background()
+	for _, evict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("evict=%v", evict), func(t *testing.T) {
+			clk := fakeclock.New()
+			s := msStore(t, MemoryConfig{MaxKeys: 2, EvictLeastRecent: evict, Clock: clk.Now})
+			require.Len(t, s.shards, 1)
+			set := msSet(t, Policy{Name: "daily", Limit: 1, Window: time.Hour}, Policy{Name: "burst", Limit: 10, Window: time.Second})
+			other := msSet(t, Policy{Name: "p", Limit: 5, Window: time.Hour})
+
+			require.True(t, msTake(t, s, "k", set).Allowed)
+			clk.Advance(2 * time.Second)
+			msSweepAll(s) // the background sweep drops k's burst entry, now idle
+			require.Equal(t, 1, s.Stats().Keys)
+
+			require.False(t, msTake(t, s, "k", set).Allowed, "k's second request in the hour")
+			// k's burst entry is back, counting nothing: idle.
+			_, err := s.Take(ctx, "new", other, 1)
+			require.NoError(t, err, "a new key beside one live entry and one idle")
+			assert.Equal(t, Stats{Keys: 2}, s.Stats(), "k's daily entry and the new key's")
+			assert.False(t, msPeek(t, s, "k", set).Allowed, "k's count was kept")
+		})
+	}
+}
+
+// A key whose set has more policies than a shard may hold is refused by
+// an evicting store: it evicts nobody for it, since it makes no room.
+func TestASetLargerThanAShardEvictsNobody(t *testing.T) {
+	ctx := context.Background()
+	clk := fakeclock.New()
+	s := msStore(t, MemoryConfig{MaxKeys: 2, EvictLeastRecent: true, Clock: clk.Now})
+	require.Len(t, s.shards, 1)
+	small := msSet(t, Policy{Name: "p", Limit: 2, Window: time.Hour})
+	big := msSet(t, Policy{Name: "a", Limit: 5, Window: time.Hour}, Policy{Name: "b", Limit: 5, Window: time.Hour},
+		Policy{Name: "c", Limit: 5, Window: time.Hour})
+
+	require.Equal(t, 1, msTake(t, s, "k", small).Remaining)
+	for range 3 {
+		_, err := s.Take(ctx, "big", big, 1)
+		require.ErrorIs(t, err, errStoreFull)
+	}
+	st := s.Stats()
+	assert.Equal(t, Stats{Keys: 1, Rejected: 3}, st, "after three refusals of the key too large")
+	res := msTake(t, s, "k", small)
+	assert.True(t, res.Allowed)
+	assert.Equal(t, 0, res.Remaining, "k's second request: its count was kept")
+}
+
+// A new key that a full store makes room for counts its first request as
+// any other: a refund of it takes it back, whether the store evicted a
+// live key for it or swept one that went idle at that very instant. What
+// the key dropped counted is another key's.
+func TestRefundOfTheFirstRequestOfAKeyThatMadeRoom(t *testing.T) {
+	ctx := context.Background()
+	for _, a := range msAlgorithms {
+		for _, evict := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%v/evict=%v", a, evict), func(t *testing.T) {
+				clk := fakeclock.New()
+				s := msStore(t, MemoryConfig{MaxKeys: evictSample, EvictLeastRecent: evict, Clock: clk.Now})
+				require.Len(t, s.shards, 1)
+				set := msSet(t, Policy{Name: "p", Limit: 10, Window: time.Second, Algorithm: a})
+				for i := range evictSample {
+					msTake(t, s, "k"+strconv.Itoa(i), set)
+				}
+				if evict {
+					clk.Advance(time.Millisecond) // all live: one is evicted
+				} else {
+					// Just when k0 to k7 go idle: a window later under the
+					// log, two under the counter, an interval under GCRA.
+					clk.Advance(map[Algorithm]time.Duration{SlidingLog: time.Second, SlidingWindowCounter: 2 * time.Second, GCRA: 100 * time.Millisecond}[a])
+				}
+				first := msTake(t, s, "new", set)
+				require.True(t, first.Allowed)
+				if evict {
+					require.Equal(t, Stats{Keys: evictSample, Evicted: 1}, s.Stats())
+				} else {
+					require.Equal(t, Stats{Keys: 1}, s.Stats(), "k0 to k7 swept")
+				}
+				require.NoError(t, s.Refund(ctx, "new", set, 1, first.At))
+				res := msPeek(t, s, "new", set)
+				assert.Equal(t, 10, res.Remaining, "new's standing after its only request was refunded")
+			})
+		}
+	}
+}
