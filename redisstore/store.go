@@ -188,24 +188,31 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 		want, ask = w, a
 	}
 	sent := s.mono()
-	reply, err := s.fcall(ctx, fnTake, false, keys(s.prefix, key, set, false), s.args(set, cost, int64(want)))
-	var t taken
-	ok := err == nil
-	if ok {
-		if t, ok = decodeTake(set, reply); !ok {
-			err = fmt.Errorf("ratelimit: redisstore: unexpected reply %v", reply)
-		}
-	}
+	t, err := s.call(ctx, key, set, cost, want)
 	if ask != nil {
-		s.asked(ctx, key, set, ask, &t, ok, sent)
+		s.asked(ctx, key, set, ask, &t, err == nil, sent)
 	}
-	if !ok {
+	if err != nil {
 		return s.takeFailed(caller, key, set, cost, err)
 	}
 	if s.refusals != nil {
 		s.remember(key, set, cost, t.res, t.r1, sent, epoch)
 	}
 	return t.res, nil
+}
+
+// call calls the take function for key under set, asking for want more
+// slots for a lease, and decodes its reply.
+func (s *Store) call(ctx context.Context, key string, set ratelimit.PolicySet, cost, want int) (taken, error) {
+	reply, err := s.fcall(ctx, fnTake, false, keys(s.prefix, key, set, false), s.args(set, cost, int64(want)))
+	if err != nil {
+		return taken{}, err
+	}
+	t, ok := decodeTake(set, reply)
+	if !ok {
+		return taken{}, fmt.Errorf("ratelimit: redisstore: unexpected reply %v", reply)
+	}
+	return t, nil
 }
 
 // takeFailed answers a Take whose call to Redis failed with err: ctx's
