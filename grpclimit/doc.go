@@ -79,7 +79,10 @@
 //     pushback of one second, as HTTP's 503 with Retry-After: 1.
 //
 // WithDryRun serves every call, with the metadata; WithFailOpen serves
-// calls whose store failed, without it.
+// calls whose store failed, without it. Two options of the Limiter do not
+// apply to gRPC calls: WithCountIf (a served call stays counted, whatever
+// its status) and WithResultInContext (ratelimit.FromContext finds
+// nothing in a handler's context); read the rate-limit metadata instead.
 //
 // # Streams
 //

@@ -75,7 +75,8 @@ func CountMessages() StreamOption {
 // headers), and in its trailer when they change afterwards or the handler
 // sends nothing. A stream refused when it opens never reaches the handler;
 // under CountMessages, a refused message is never delivered: RecvMsg
-// returns the refusal's RESOURCE_EXHAUSTED status, every later RecvMsg
+// clears it (a message with a Reset method, as every protobuf message
+// has), returns the refusal's RESOURCE_EXHAUSTED status, every later RecvMsg
 // and SendMsg return it too, and the stream ends with it whatever the
 // handler returns.
 //

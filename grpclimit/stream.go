@@ -43,6 +43,11 @@ func (s *serverStream) RecvMsg(m any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d.Outcome != ratelimit.Serve {
+		// m holds the refused message now: clear it, so that a handler
+		// that ignores the error does not act on it.
+		if pm, ok := m.(interface{ Reset() }); ok {
+			pm.Reset()
+		}
 		st, md := answer(s.l, d)
 		s.refused, s.pending = st.Err(), md
 		return s.refused

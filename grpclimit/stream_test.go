@@ -233,3 +233,36 @@ func TestStreamServerInterceptorNilOption(t *testing.T) {
 		}()
 	}
 }
+
+// TestStreamRefusedMessageNotDelivered: under CountMessages the message
+// that was refused never reaches the handler, not even one that ignores
+// RecvMsg's error and reads the message it passed.
+func TestStreamRefusedMessageNotDelivered(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByHeader("X-API-Key"), frozen)
+	got := make(chan string, 2)
+	cc := server{l: l, streamOpts: []grpclimit.StreamOption{grpclimit.CountMessages()}, echo: &echoServer{
+		chat: func(s grpc.ServerStream) error {
+			for range 2 {
+				in := new(wrapperspb.StringValue)
+				s.RecvMsg(in) // errors ignored
+				got <- in.GetValue()
+			}
+			return nil
+		},
+	}}.serveBufconn(t)
+
+	cs := chat(t, cc, "alice")
+	for _, m := range []string{"first", "over the limit"} {
+		if err := cs.SendMsg(wrapperspb.String(m)); err != nil {
+			t.Fatalf("SendMsg: %v", err)
+		}
+	}
+	err := cs.RecvMsg(new(wrapperspb.StringValue))
+	checkRefused(t, "stream", err, cs.Trailer())
+	if m := <-got; m != "first" {
+		t.Errorf("first message %q, want %q", m, "first")
+	}
+	if m := <-got; m != "" {
+		t.Errorf("the handler was handed the refused message %q, want nothing", m)
+	}
+}
