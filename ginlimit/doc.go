@@ -16,7 +16,11 @@
 // usable key with the key error handler, a store failure with the error
 // handler (see ratelimit.Limiter.Handler). A request the limiter does not
 // pass on is aborted (gin.Context.Abort): no handler after Middleware
-// runs for it, and nothing is added to the answer.
+// runs for it, and nothing is added to the answer. What gin answers
+// before any middleware runs, its redirects of a trailing slash or a
+// fixed path (RedirectTrailingSlash, RedirectFixedPath), is not counted
+// and has no rate-limit headers; the request to the redirect's target is
+// counted.
 //
 // # What the handlers see
 //
