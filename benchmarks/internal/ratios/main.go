@@ -32,33 +32,42 @@ func main() {
 	libs := flag.String("libs", strings.Join(libraries, ","), "comma-separated peer libraries to compare against")
 	flag.Parse()
 	libraries = strings.Split(*libs, ",")
-	rows, order := parse(os.Stdin)
-	if err := write(os.Stdout, rows, order, *unit); err != nil {
+	rows, order, failed := parse(os.Stdin)
+	if err := write(os.Stdout, rows, order, failed, *unit); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// parse returns the samples by workload and peer, and the workloads in the
-// order first seen.
-func parse(r io.Reader) (map[string]map[string]sample, []string) {
+// parse returns the samples by workload and peer, the workloads in the
+// order first seen, and the runs that failed, by workload without its
+// GOMAXPROCS suffix and peer ("Middleware/work=HotKey/throttled"). A
+// failed benchmark prints no result, only a "--- FAIL:" line, so a peer
+// that failed in some runs has fewer samples than the others.
+func parse(r io.Reader) (map[string]map[string]sample, []string, map[string]int) {
 	rows := map[string]map[string]sample{}
+	failed := map[string]int{}
 	var order []string
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+		line := sc.Text()
+		if i := strings.Index(line, "--- FAIL: Benchmark"); i >= 0 {
+			// After a name when a timed run failed, alone when the
+			// first run (b.N = 1) did.
+			f := strings.Fields(line[i+len("--- FAIL: "):])
+			if work, peer, _, ok := split(f[0]); ok {
+				failed[work+"/"+peer]++
+			}
+			continue
+		}
+		f := strings.Fields(line)
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
-		name := f[0]
-		i := strings.Index(name, "/peer=")
-		if i < 0 {
+		base, peer, procs, ok := split(f[0])
+		if !ok {
 			continue
 		}
-		work, peer := strings.TrimPrefix(name[:i], "Benchmark"), name[i+len("/peer="):]
-		if j := strings.LastIndexByte(peer, '-'); j >= 0 { // GOMAXPROCS suffix
-			work += peer[j:]
-			peer = peer[:j]
-		}
+		work := base + procs
 		if rows[work] == nil {
 			rows[work] = map[string]sample{}
 			order = append(order, work)
@@ -74,7 +83,29 @@ func parse(r io.Reader) (map[string]map[string]sample, []string) {
 			rows[work][peer][f[k+1]] = append(rows[work][peer][f[k+1]], v)
 		}
 	}
-	return rows, order
+	return rows, order, failed
+}
+
+// split splits a benchmark's name into its workload (without "Benchmark"),
+// peer and GOMAXPROCS suffix ("-2"). go test writes no suffix when
+// GOMAXPROCS is 1, and a peer's name may hold a '-' (xrate-map), so only
+// a '-' followed by digits alone is a suffix.
+func split(name string) (work, peer, procs string, ok bool) {
+	i := strings.Index(name, "/peer=")
+	if i < 0 {
+		return "", "", "", false
+	}
+	peer, procs = cutProcs(name[i+len("/peer="):])
+	return strings.TrimPrefix(name[:i], "Benchmark"), peer, procs, true
+}
+
+// cutProcs cuts a GOMAXPROCS suffix, a '-' and digits, off s.
+func cutProcs(s string) (string, string) {
+	j := strings.LastIndexByte(s, '-')
+	if j < 0 || j+1 == len(s) || strings.Trim(s[j+1:], "0123456789") != "" {
+		return s, ""
+	}
+	return s[:j], s[j:]
 }
 
 func median(xs []float64) float64 {
@@ -101,7 +132,7 @@ func format(v float64, unit string) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-func write(w io.Writer, rows map[string]map[string]sample, order []string, unit string) error {
+func write(w io.Writer, rows map[string]map[string]sample, order []string, failed map[string]int, unit string) error {
 	if unit == "sec/op" {
 		unit = "ns/op" // go test's raw unit
 	}
@@ -140,8 +171,34 @@ func write(w io.Writer, rows map[string]map[string]sample, order []string, unit 
 		if s, ok := ps["baseline"]; ok {
 			base = format(median(s[unit]), unit)
 		}
+		if m := missing(work, ps, failed, unit); m != "" {
+			work += " (incomplete: " + m + ")"
+		}
 		fmt.Fprintf(bw, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", work, format(ov, unit), bestCol, ratioCol,
 			format(median(our["allocs/op"]), "allocs/op"), peerAllocs, ratio("xrate-map"), base)
 	}
 	return bw.Flush()
+}
+
+// missing names ratelimit and the peer libraries whose medians in the row
+// rest on fewer runs than the row's most, failed runs included, as "throttled
+// 5/6": a run that failed, often a slow one on a busy machine, would
+// otherwise quietly leave the median, and a peer that failed in every run
+// would leave the comparison. A library that did not run at all (no store
+// call) is not named.
+func missing(work string, ps map[string]sample, failed map[string]int, unit string) string {
+	base, _ := cutProcs(work)
+	most := 0
+	for _, s := range ps {
+		most = max(most, len(s[unit]))
+	}
+	var out []string
+	for _, name := range append([]string{ours}, libraries...) {
+		s, ran := ps[name]
+		n, f := len(s[unit]), failed[base+"/"+name]
+		if (ran || f > 0) && (n < most || f > 0) {
+			out = append(out, fmt.Sprintf("%s %d/%d", name, n, max(most, n+f)))
+		}
+	}
+	return strings.Join(out, ", ")
 }
