@@ -202,7 +202,7 @@ func legacyReset(lines, date []string, now time.Time) (time.Duration, bool) {
 	if sec > int64(maxDelay/time.Second) {
 		return 0, false
 	}
-	return time.Duration(sec)*time.Second + time.Duration(nsec), true
+	return min(time.Duration(sec)*time.Second+time.Duration(nsec), maxDelay), true
 }
 
 // retryAfter reads Retry-After: delay-seconds, or an HTTP-date measured

@@ -245,3 +245,15 @@ func TestParseList(t *testing.T) {
 		assert.Equal(t, tt.names, names, "parseList(%q): String members", tt.in)
 	}
 }
+
+// "Resets and waits are capped at a year": an X-RateLimit-Reset of a
+// year of seconds and a fraction is no exception (the invariant
+// FuzzReadReport checks: a reset from 0 to maxDelay).
+func TestLegacyResetCapped(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	h := http.Header{hdrRemaining: {"0"}, hdrReset: {"31622400.5"}}
+	var r report
+	readReport(&r, http.StatusOK, h, now)
+	require.Equal(t, 1, r.n, "figures")
+	assert.LessOrEqual(t, r.figs[0].reset, maxDelay, "reset")
+}
