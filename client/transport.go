@@ -2,9 +2,11 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -43,11 +45,12 @@ type Transport struct {
 	// OPTIONS, TRACE, PUT, DELETE). It is not retried when the wait would
 	// end at or after its context's deadline: the refusal is returned
 	// then, also when answers to other requests that came while the
-	// retry was decided on push its wait past the deadline. Each retry
-	// waits as a new request does; the body of the refusal it replaces is
-	// read (up to 4 KiB, so that a small body frees its connection) and
-	// closed when the retry is sent. The last refusal is returned as it
-	// came. 0, the default, retries nothing.
+	// retry was decided on push its wait past the deadline, or when the
+	// retry still waits (for answers in flight) at the deadline. Each
+	// retry waits as a new request does; the body of the refusal it
+	// replaces is read (up to 4 KiB, so that a small body frees its
+	// connection) and closed when the retry is sent. The last refusal is
+	// returned as it came. 0, the default, retries nothing.
 	MaxRetries int
 
 	servers servers
@@ -63,7 +66,7 @@ type Transport struct {
 // must.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.base()
-	k := serverKey{scheme: req.URL.Scheme, host: strings.ToLower(req.URL.Host)}
+	k := serverKey{scheme: req.URL.Scheme, host: originHost(req.URL)}
 	if t.Partition != nil {
 		k.partition = t.Partition(req)
 	}
@@ -75,10 +78,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, now, err := send(base, s, r, &rep, refusal)
 		if err != nil {
 			if refusal != nil {
-				// Answers that came since the retry was decided pushed
-				// its wait past the deadline: it is not sent, and the
-				// refusal it would have replaced is the answer.
-				if errors.As(err, new(*spentError)) {
+				// The retry's wait reached its deadline, or answers that
+				// came since it was decided pushed the wait past it: it
+				// is not sent, and the refusal it would have replaced is
+				// the answer. (A zero now: the retry was not sent.)
+				if now.IsZero() && errors.Is(err, context.DeadlineExceeded) {
 					return refusal, nil
 				}
 				closeBody(refusal)
@@ -92,6 +96,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		refusal = keep(resp)
 		r = next
 	}
+}
+
+// originHost returns the host of u's origin: its host in lower case,
+// without the port when it is the scheme's default, so that
+// https://h and https://h:443 share their quotas.
+func originHost(u *url.URL) string {
+	host := strings.ToLower(u.Host)
+	switch port := u.Port(); {
+	case port == "443" && u.Scheme == "https", port == "80" && u.Scheme == "http":
+		host = strings.TrimSuffix(host, ":"+port)
+	}
+	return host
 }
 
 // keep reads a little of a refusal's body, so that its connection may be
@@ -121,10 +137,11 @@ func closeBody(resp *http.Response) {
 // send makes one attempt at r on s: it waits until r fits s's quotas,
 // sends it through base, and settles it on s with what the answer says,
 // which it reads into rep. It returns the answer and the instant it came,
-// or the error of the wait or of base. It exists so that RoundTrip reads
-// as a loop of attempts, and so that every attempt, first or retry, is
-// reserved and settled alike. refusal, for a retry, is the answer it
-// replaces, whose body it closes once the retry goes.
+// or the error of the wait (with the zero time: r was not sent) or of
+// base. It exists so that RoundTrip reads as a loop of attempts, and so
+// that every attempt, first or retry, is reserved and settled alike.
+// refusal, for a retry, is the answer it replaces, whose body it closes
+// once the retry goes.
 func send(base http.RoundTripper, s *server, r *http.Request, rep *report, refusal *http.Response) (*http.Response, time.Time, error) {
 	probe, err := s.reserve(r.Context())
 	if err != nil {

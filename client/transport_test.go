@@ -873,3 +873,101 @@ func TestRetryPushedPastTheDeadlineReturnsTheRefusal(t *testing.T) {
 		})
 	}
 }
+
+// burstRefusal answers the request tagged "slow" after a minute with 200;
+// the first tagged "B" after 1 ms with a 429 from a burst policy,
+// Retry-After: 1, and figures that leave one request of the main quota,
+// which the slow request in flight holds; anything else with 200.
+type burstRefusal struct {
+	mu sync.Mutex
+	b  int
+}
+
+func (s *burstRefusal) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}
+	switch r.Header.Get("X-Which") {
+	case "slow":
+		time.Sleep(time.Minute)
+	case "B":
+		s.mu.Lock()
+		s.b++
+		first := s.b == 1
+		s.mu.Unlock()
+		if !first {
+			break
+		}
+		time.Sleep(time.Millisecond)
+		resp.StatusCode = http.StatusTooManyRequests
+		resp.Header.Set("Retry-After", "1")
+		resp.Header.Set("RateLimit", `"burst";r=0;t=1, "default";r=1;t=60`)
+		resp.Body = io.NopCloser(strings.NewReader("come back later\n"))
+	}
+	return resp, nil
+}
+
+// A refusal whose retry, once its Retry-After has passed, waits for the
+// answer of a request in flight that holds the last request of a quota,
+// and so cannot be sent before the deadline, is returned as it came, as
+// MaxRetries promises ("It is not retried when the wait would end at or
+// after its context's deadline: the refusal is returned then"), not
+// traded for the deadline's error.
+func TestRetryHeldPastTheDeadlineReturnsTheRefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &client.Transport{Base: &burstRefusal{}, MaxRetries: 1}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
+			req.Header.Set("X-Which", "slow")
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+		var resp *http.Response
+		var err error
+		var took time.Duration
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+			req.Header.Set("X-Which", "B")
+			start := time.Now()
+			resp, err = tr.RoundTrip(req)
+			took = time.Since(start)
+		})
+		wg.Wait()
+		t.Logf("B took %v", took)
+		require.NoError(t, err, "B: want its refusal returned")
+		defer resp.Body.Close()
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "B's answer")
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, "come back later\n", string(b), "the refusal's body")
+	})
+}
+
+// A quota learnt from an origin's answers holds back the requests to that
+// origin however its URL spells it: https://api.test and
+// https://api.test:443 are one origin (RFC 6454: the default port is
+// implied), the same server and the same quota.
+func TestOriginWithItsDefaultPort(t *testing.T) {
+	for _, tt := range []struct{ first, second string }{
+		{"https://api.test/", "https://api.test:443/"},
+		{"http://api.test:80/", "http://API.test/"},
+	} {
+		t.Run(tt.second, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := &scripted{answers: []scriptedAnswer{
+					{200, http.Header{"Ratelimit": {`"default";r=0;t=60`}}},
+				}}
+				tr := &client.Transport{Base: inMemory{h: srv}}
+				start := time.Now()
+				for _, u := range []string{tt.first, tt.second} {
+					resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, u, nil))
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+				assert.Equal(t, []time.Duration{0, time.Minute}, srv.arrivals(start), "when the server saw each request")
+			})
+		})
+	}
+}
