@@ -71,6 +71,15 @@ type config struct {
 	transport http.RoundTripper
 }
 
+// demoPolicies are the quotas of the demo's API-key routes, as demoapp
+// configures them. The run checks the answers against these, and checks
+// that the header advertises them: a limiter that admitted 20 a second
+// while advertising 20 a second would otherwise pass.
+var demoPolicies = []policy{
+	{demoapp.KeyName, demoapp.KeyLimit, demoapp.KeyWindow},
+	{demoapp.BurstName, demoapp.BurstLimit, demoapp.BurstWindow},
+}
+
 // noAnswerWait is how long a run waits for its first answer before it
 // gives up: the demo on loopback answers in well under a millisecond,
 // and a run against nothing should not send for the whole -duration.
@@ -194,7 +203,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 		d.draw(max(0, min(sec, int(cfg.duration/time.Second))-1), elapsed)
 	}
 
-	rep := newReport(clients, url, elapsed)
+	rep := newReport(clients, url, elapsed, demoPolicies)
 	rep.keys = clientKey("<client>", runID)
 	if fc != nil {
 		rep.flood = compareFlood(clients, fc, floodFrom, flood.left.Load() <= 0)

@@ -196,3 +196,39 @@ func TestRunTwiceAgainstOneDemo(t *testing.T) {
 		t.Errorf("both runs used the keys %s, want keys of their own", keys[0])
 	}
 }
+
+// TestRunCatchesNoLimit runs, in a bubble of fake time, against servers
+// that admit every request: one that advertises the demo's quotas, one
+// that advertises quotas large enough to cover what it admits, and one
+// that sends no RateLimit headers at all. The run must fail all three:
+// the quotas checked are the demo's, not what the server under test says.
+func TestRunCatchesNoLimit(t *testing.T) {
+	for name, policy := range map[string]string{
+		"demo's quotas":   `"api";q=50;w=10, "burst";q=10;w=1`,
+		"inflated quotas": `"api";q=1000;w=10, "burst";q=1000;w=1`,
+		"no headers":      "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				admitAll := roundTripFunc(func(*http.Request) (*http.Response, error) {
+					h := http.Header{}
+					if policy != "" {
+						h.Set("RateLimit-Policy", policy)
+					}
+					return &http.Response{StatusCode: http.StatusOK, Header: h, Body: http.NoBody}, nil
+				})
+				var out strings.Builder
+				rep, err := run(context.Background(), config{
+					addr: "127.0.0.1:8080", path: "/api/v1/hello", duration: 2 * time.Second, maxRequests: 1000,
+					profiles: []profile{{name: "eager", rate: 30}}, transport: admitAll,
+				}, &out)
+				if err != nil {
+					t.Fatalf("run: %v", err)
+				}
+				if rep.ok() || !strings.Contains(out.String(), "RESULT: FAILED.") {
+					t.Errorf("a server admitting all 30 a second passed:\n%s", out.String())
+				}
+			})
+		})
+	}
+}

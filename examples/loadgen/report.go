@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 )
@@ -25,7 +27,7 @@ type clientReport struct {
 	checks            []policyCheck
 	unjustified       int    // 429s no policy could justify; -1 when unknown
 	firstUnfair       unfair // the first of them
-	policyErr         error  // the RateLimit-Policy header could not be read
+	policyErr         error  // the RateLimit-Policy header was missing, unreadable or not the quotas checked
 }
 
 // policyCheck is one policy's bounds on the most 200s in one window.
@@ -35,7 +37,10 @@ type policyCheck struct {
 	certainAt         time.Duration // the end of a window holding certain
 }
 
-func newReport(clients []*client, url string, elapsed time.Duration) *report {
+// newReport checks each client's answers against want, the quotas the
+// server is configured with: never against the ones its RateLimit-Policy
+// header advertises, which are part of what is checked.
+func newReport(clients []*client, url string, elapsed time.Duration, want []policy) *report {
 	r := &report{url: url, elapsed: elapsed}
 	var rtts []time.Duration
 	for _, c := range clients {
@@ -53,11 +58,22 @@ func newReport(clients []*client, url string, elapsed time.Duration) *report {
 				rtts = append(rtts, s.recv-s.sent)
 			}
 		}
-		ps, err := parsePolicies(c.policies)
-		if c.policies == "" {
-			ps, err = nil, nil // nothing answered: nothing to check
+		advertised, err := parsePolicies(c.policies)
+		switch {
+		case c.policies == "" && len(c.ok)+len(c.rejected) == 0:
+			err = nil // nothing answered: nothing to check
+		case c.policies == "":
+			err = errors.New("missing RateLimit-Policy: no answer carried one")
+		case err != nil:
+			err = fmt.Errorf("unreadable RateLimit-Policy: %w", err)
+		case len(advertised) != len(want) || !all(want, func(p policy) bool { return slices.Contains(advertised, p) }):
+			err = fmt.Errorf("RateLimit-Policy advertises %v, but the quotas are %v", advertised, want)
 		}
 		cr.policyErr = err
+		ps := want
+		if len(c.ok)+len(c.rejected) == 0 {
+			ps = nil
+		}
 		for _, p := range ps {
 			certain, at := certainMax(c.ok, p.window)
 			cr.checks = append(cr.checks, policyCheck{p, certain, possibleMax(c.ok, p.window), at})
@@ -65,7 +81,7 @@ func newReport(clients []*client, url string, elapsed time.Duration) *report {
 		// A lost answer may have been a 200 the server counted, which
 		// could be what justified a 429: with errors, do not judge.
 		cr.unjustified = -1
-		if c.errs == 0 && err == nil {
+		if c.errs == 0 {
 			cr.unjustified, cr.firstUnfair = unjustified(c.ok, c.rejected, ps)
 		}
 		c.mu.Unlock()
@@ -73,6 +89,11 @@ func newReport(clients []*client, url string, elapsed time.Duration) *report {
 	}
 	r.rtt = summarize(rtts)
 	return r
+}
+
+// all reports whether f holds for every element of s.
+func all[T any](s []T, f func(T) bool) bool {
+	return !slices.ContainsFunc(s, func(v T) bool { return !f(v) })
 }
 
 // failures says, a line each, what the run proved wrong: which client,
@@ -84,7 +105,13 @@ func (r *report) failures() []string {
 	}
 	for _, c := range r.clients {
 		if c.policyErr != nil {
-			fs = append(fs, fmt.Sprintf("%s: unreadable RateLimit-Policy, so nothing was checked: %v", c.name, c.policyErr))
+			fs = append(fs, fmt.Sprintf("%s: %v", c.name, c.policyErr))
+		}
+		if c.errs > 0 {
+			// A lost answer may have been a 200 missing from the windows
+			// above, or the one that justified a 429: neither was proved.
+			fs = append(fs, fmt.Sprintf("%s: %d requests lost or answered with neither 200 nor 429, so its 429s were not judged",
+				c.name, c.errs))
 		}
 		for _, pc := range c.checks {
 			if pc.certain > pc.policy.limit {
@@ -136,8 +163,8 @@ func (r *report) print(out io.Writer) {
 		}
 		head := fmt.Sprintf("%s\t%s\t%d\t%d\t%d", c.name, c.pattern, c.ok, c.limited, c.errs)
 		if c.policyErr != nil {
-			fmt.Fprintf(tw, "%s\tunreadable RateLimit-Policy: %v\t\t\tFAIL\t\n", head, c.policyErr)
-			continue
+			fmt.Fprintf(tw, "%s\t%v\t\t\tFAIL\t\n", head, c.policyErr)
+			head = "\t\t\t\t"
 		}
 		if len(c.checks) == 0 {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\n", head)
