@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/slidelog/ratelimit"
@@ -22,6 +23,12 @@ import (
 // frozen clock so that every figure is exact, and returns the HTTP base
 // URL and a gRPC health client.
 func start(t *testing.T) (string, healthpb.HealthClient) {
+	base, cc := startConn(t)
+	return base, healthpb.NewHealthClient(cc)
+}
+
+// startConn is start, returning the gRPC connection itself.
+func startConn(t *testing.T) (string, *grpc.ClientConn) {
 	t.Helper()
 	l, err := newLimiter(ratelimit.WithClock(func() time.Time { return time.Unix(1e9, 0) }))
 	if err != nil {
@@ -50,7 +57,38 @@ func start(t *testing.T) (string, healthpb.HealthClient) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return "http://" + hl.Addr().String(), healthpb.NewHealthClient(cc)
+	return "http://" + hl.Addr().String(), cc
+}
+
+// TestReflectionIsNotCounted asks the reflection service, as grpcurl
+// does before each call, more times than the quota: none of it counts,
+// and the client's first call still has the whole quota.
+func TestReflectionIsNotCounted(t *testing.T) {
+	_, cc := startConn(t)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "demo-alice")
+	refl := reflectionpb.NewServerReflectionClient(cc)
+	for i := range 2 * limit {
+		stream, err := refl.ServerReflectionInfo(ctx)
+		if err != nil {
+			t.Fatalf("reflection %d: %v", i+1, err)
+		}
+		if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+			MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{},
+		}); err != nil {
+			t.Fatalf("reflection %d: send: %v", i+1, err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			t.Fatalf("reflection %d: %v, want it exempt from the limit", i+1, err)
+		}
+		stream.CloseSend()
+	}
+	var header metadata.MD
+	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&header)); err != nil {
+		t.Fatalf("health check after reflection: %v", err)
+	}
+	if got := header.Get("x-ratelimit-remaining"); len(got) != 1 || got[0] != "4" {
+		t.Errorf("health check after %d reflection calls: remaining %q, want 4", 2*limit, got)
+	}
 }
 
 // TestOneQuotaForBothProtocols sends one client's requests over HTTP and

@@ -76,6 +76,34 @@ func TestOneClientManyAccounts(t *testing.T) {
 	}
 }
 
+// Only failures count against the IP too: neither a user's successful
+// logins nor the logins refused by the user's limit (429s, which the IP's
+// limiter takes back) use up the IP's 20.
+func TestIPCountsFailuresOnly(t *testing.T) {
+	srv := newServer(t)
+	for i := range 25 {
+		if code := attempt(t, srv, "alice", "wonderland"); code != http.StatusOK {
+			t.Fatalf("alice's login %d: %d, want 200", i+1, code)
+		}
+	}
+	var bob []int
+	for range 10 {
+		bob = append(bob, attempt(t, srv, "bob", "guess"))
+	}
+	if want := []int{401, 401, 401, 401, 401, 429, 429, 429, 429, 429}; !slices.Equal(bob, want) {
+		t.Fatalf("the guesser on bob: %v, want %v", bob, want)
+	}
+	// The IP has counted bob's 5 failures only: 15 more fit.
+	var codes []int
+	for i := range 16 {
+		codes = append(codes, attempt(t, srv, "user"+string(rune('a'+i)), "password1"))
+	}
+	want := append(slices.Repeat([]int{401}, 15), 429)
+	if !slices.Equal(codes, want) {
+		t.Errorf("after 25 logins and bob's 5 failures and 5 refusals: %v, want %v", codes, want)
+	}
+}
+
 // The admin endpoints peek at a user's failures and reset them.
 func TestAdminPeeksAndResets(t *testing.T) {
 	srv := newServer(t)
