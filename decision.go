@@ -60,8 +60,12 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 	}
 	key, err := l.key.Key(r)
 	if err != nil {
-		if !errors.As(err, new(*KeyError)) {
+		var ke *KeyError
+		switch {
+		case !errors.As(err, &ke):
 			err = withCause(errNoUsableKey, err) // a Keyer of the application's own
+		case ke.Status < 400 || ke.Status > 599:
+			err = withCause(errMisconfigured, err) // no status to answer with
 		}
 		l.reportError(r, err)
 		return Decision{Outcome: Reject, Err: err}

@@ -39,7 +39,7 @@ func (f KeyFunc) Key(r *http.Request) (string, error) { return f(r) }
 // Message is sent to the client as is, so it must not repeat anything the
 // client sent.
 type KeyError struct {
-	Status    int    // HTTP status: a 4xx, or 500 for a misconfigured Keyer
+	Status    int    // HTTP status: a 4xx, or 500 for a misconfigured Keyer (as is any other)
 	Message   string // response body
 	Challenge string // WWW-Authenticate value for a 401, or empty
 }

@@ -275,6 +275,26 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 	}
 }
 
+// A Keyer of the application's own whose *KeyError carries no status an
+// answer can have (0, or a 2xx) is misconfigured: 500, never a panic in
+// the error handler, which would otherwise be given status 0.
+func TestKeyErrorWithoutAStatus(t *testing.T) {
+	for _, status := range []int{0, 200, 600} {
+		keyer := ratelimit.KeyFunc(func(*http.Request) (string, error) {
+			return "", &ratelimit.KeyError{Status: status, Message: "no key"}
+		})
+		l := newLimiter(t, 1, time.Minute, keyer)
+		var w *httptest.ResponseRecorder
+		require.NotPanics(t, func() { w = get(l.Handler(okHandler), "192.0.2.1:1") }, "status %d", status)
+		assert.Equal(t, http.StatusInternalServerError, w.Code, "a KeyError of status %d", status)
+		d := l.Decide(httptest.NewRequest("GET", "/", nil))
+		var ke *ratelimit.KeyError
+		if assert.ErrorAs(t, d.Err, &ke) {
+			assert.Equal(t, http.StatusInternalServerError, ke.Status, "Decide's error for a KeyError of status %d", status)
+		}
+	}
+}
+
 // stubStore answers every call with res and err.
 type stubStore struct {
 	res ratelimit.Result
