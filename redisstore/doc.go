@@ -30,8 +30,10 @@
 //
 // In front of Redis, each process keeps a bounded cache of refusals
 // (WithRefusalCache), each remembered for at most a second and never
-// beyond the instant a fresh decision could differ, so that a flooding
-// client costs a round trip a second; and, if asked (WithLeases), leases
+// beyond the instant a fresh decision could differ (the slots of another
+// process's lease count as held until then: their return is seen within
+// the second), so that a flooding client costs a round trip a second;
+// and, if asked (WithLeases), leases
 // of slots for busy keys, taken in the same call and admitted from
 // locally for at most 50 ms, which keep every window exact. A Reset or
 // Refund in one process is seen by the others within a second.
