@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,5 +174,45 @@ func TestFleetShareKeepsLimitersApart(t *testing.T) {
 				t.Errorf("the first login request, after 20 API requests: %+v; want it allowed", d)
 			}
 		})
+	}
+}
+
+// TestResetDropsALeaseInFlight: a Reset that reaches Redis while a lease
+// this process asked for is on its way back drops that lease too (Reset
+// "forgets ... the lease this process holds"): its slots went with the
+// state the Reset deleted, so admitting from it would let the window
+// after the Reset hold more than the limit. The clock stands still.
+func TestResetDropsALeaseInFlight(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	clk := &storetest.Clock{}
+	clk.Set(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	var st *redisstore.Store
+	var armed atomic.Bool
+	set := policySet(t, ratelimit.Policy{Name: "p", Limit: 40, Window: time.Hour})
+	// Once armed, the first function call to come back (the take that
+	// asks for a lease) is followed by a Reset before Take goes on.
+	c.AddHook(&onScript{fn: func() {
+		if armed.CompareAndSwap(true, false) {
+			if err := st.Reset(ctx, "k", set); err != nil {
+				t.Error(err)
+			}
+		}
+	}})
+	st, _ = clockedStore(t, c, clk, redisstore.WithLeases(true))
+	takeOK(t, st, "k", set, 1)
+	armed.Store(true)
+	takeOK(t, st, "k", set, 1) // the second of a busy key asks for a lease
+	if armed.Load() {
+		t.Fatal("no Reset")
+	}
+	n := 0
+	for range 100 {
+		if takeOK(t, st, "k", set, 1).Allowed {
+			n++
+		}
+	}
+	if n != 40 {
+		t.Errorf("%d admitted after the Reset, want the limit, 40", n)
 	}
 }

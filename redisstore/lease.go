@@ -86,6 +86,9 @@ type lease struct {
 	// (local ns), after an answer that granted nothing.
 	asking chan struct{}
 	quiet  int64
+	// reset is the ask a Reset of the key overtook: its grant may count
+	// slots the Reset deleted, so it is given back, not admitted from.
+	reset chan struct{}
 }
 
 func newLeases() *leases { return &leases{seed: maphash.MakeSeed()} }
@@ -169,8 +172,15 @@ func (l *lease) done(ask chan struct{}, t *taken, sent, now int64) (give *grant)
 	if l.asking == ask {
 		l.asking = nil
 	}
+	overtaken := l.reset == ask
+	if overtaken {
+		l.reset = nil
+	}
 	switch {
 	case t == nil:
+	case t.slots > 0 && overtaken:
+		// Redis ignores the return if the grant came before the Reset.
+		give = &grant{key: l.key, set: l.set, unused: t.slots, at: t.res.At, marks: t.marks}
 	case t.slots > 0:
 		give = l.expire()
 		l.left, l.until, l.recv, l.grant, l.res, l.marks = t.slots, sent+int64(t.lease), now, t.res.At, t.res, t.marks

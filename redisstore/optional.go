@@ -50,6 +50,7 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 		l, stale := s.leases.of(key, set, s.mono())
 		if l != nil {
 			l.left = 0 // its slots went with the state, whatever its limits
+			l.reset = l.asking
 			l.mu.Unlock()
 		}
 		s.release(ctx, stale)
