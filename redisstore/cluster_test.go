@@ -124,3 +124,88 @@ func TestCluster(t *testing.T) {
 		return ratelimit.Policy{}
 	})
 }
+
+// TestClusterNewMaster moves a slot to a master that has just joined the
+// cluster, as redis-cli --cluster reshard does: while the slot migrates,
+// a client key not yet on the old master is answered by the new one
+// (ASK), which lacks the library. The store must load it there and
+// decide, as it does on any server that lacks it.
+func TestClusterNewMaster(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	st, err := redisstore.New(c, redisstore.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 10, Window: time.Minute})
+	takeOK(t, st, "warm-up", pol, 1) // the library is on every master
+
+	// A fourth node joins, empty, without the library.
+	n := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", "5000")
+	fresh := redis.NewClient(&redis.Options{Addr: n.addr})
+	defer fresh.Close()
+	freshID, err := fresh.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "client-moving"
+	src, err := c.MasterForKey(ctx, stateKey(redisstore.DefaultPrefix, key, pol, "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcAddr := src.Options().Addr
+	host, port, _ := strings.Cut(srcAddr, ":")
+	if err := fresh.ClusterMeet(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	srcID, err := src.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the new node known to its peer", func() bool {
+		a, err1 := src.ClusterNodes(ctx).Result()
+		b, err2 := fresh.ClusterNodes(ctx).Result()
+		return err1 == nil && err2 == nil && knows(a, freshID) && knows(b, srcID)
+	})
+	waitFor(t, 20*time.Second, "cluster_state:ok on the new node", func() bool {
+		info, err := fresh.ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	})
+
+	slot := c.ClusterKeySlot(ctx, stateKey(redisstore.DefaultPrefix, key, pol, "default")).Val()
+	if err := fresh.Do(ctx, "cluster", "setslot", slot, "importing", srcID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Do(ctx, "cluster", "setslot", slot, "migrating", freshID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Take(ctx, key, pol, 1)
+	if err != nil {
+		t.Fatalf("Take during the migration to a new master: %v", err)
+	}
+	if !res.Allowed {
+		t.Fatalf("Take during the migration to a new master: refused: %+v", res)
+	}
+	var exists *redis.IntCmd
+	_, err = fresh.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "asking")
+		exists = p.Exists(ctx, stateKey(redisstore.DefaultPrefix, key, pol, "default"))
+		return nil
+	})
+	if got, _ := exists.Result(); err != nil || got != 1 {
+		t.Errorf("the new master holds %d of the key (%v), want 1", got, err)
+	}
+}
+
+// knows reports whether the CLUSTER NODES output nodes lists id past its
+// handshake.
+func knows(nodes, id string) bool {
+	for line := range strings.SplitSeq(nodes, "\n") {
+		if strings.HasPrefix(line, id+" ") && !strings.Contains(line, "handshake") && !strings.Contains(line, "noaddr") {
+			return true
+		}
+	}
+	return false
+}

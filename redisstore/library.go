@@ -160,9 +160,50 @@ func (s *Store) loadAll(ctx context.Context) error {
 	}
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, each)
+		var mu sync.Mutex
+		var opt *redis.Options
+		done := map[string]bool{}
+		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			mu.Lock()
+			opt, done[m.Options().Addr] = m.Options(), true
+			mu.Unlock()
+			return each(ctx, m)
+		})
+		if err != nil || opt == nil {
+			return err
+		}
+		loadSlotless(ctx, c, opt, done)
+		return nil
 	case *redis.Ring:
 		return c.ForEachShard(ctx, each)
 	}
 	return s.client.FunctionLoadReplace(ctx, library).Err()
+}
+
+// loadSlotless loads the library on the masters of c that serve no slot
+// yet, which ForEachMaster does not reach: a master that has just joined
+// answers, by ASK, for the keys of a slot migrating to it before it owns
+// any. done lists the masters loaded already, opt the options of one of
+// them. A failure is left to the call that needs the node.
+func loadSlotless(ctx context.Context, c *redis.ClusterClient, opt *redis.Options, done map[string]bool) {
+	nodes, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return
+	}
+	for line := range strings.SplitSeq(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") ||
+			strings.Contains(f[2], "handshake") || strings.Contains(f[2], "noaddr") {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		if done[addr] || strings.HasSuffix(addr, ":0") {
+			continue
+		}
+		o := *opt
+		o.Addr = addr
+		n := redis.NewClient(&o)
+		n.FunctionLoadReplace(ctx, library)
+		n.Close()
+	}
 }
