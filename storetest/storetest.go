@@ -96,11 +96,26 @@ func Run(t *testing.T, newStore NewStore, opts ...Option) {
 		t.Fatalf("storetest: Resolution(%v): want > 0", cfg.resolution)
 	}
 	s := &suite{newStore: newStore, cfg: cfg}
-	for _, c := range []struct {
-		name  string
-		timed bool // moves the clock
-		run   func(*testing.T)
-	}{
+	for _, c := range s.cases() {
+		t.Run(c.name, func(t *testing.T) {
+			if c.timed && cfg.realTime {
+				t.Skip("storetest: the store reads its own clock (RealTime)")
+			}
+			c.run(t)
+		})
+	}
+}
+
+// suiteCase is one case of the contract.
+type suiteCase struct {
+	name  string
+	timed bool // moves the clock
+	run   func(*testing.T)
+}
+
+// cases lists the contract's cases, in the order Run runs them.
+func (s *suite) cases() []suiteCase {
+	return []suiteCase{
 		{"Sequence", false, s.sequence},
 		{"Costs", false, s.costs},
 		{"InvalidArguments", false, s.invalidArguments},
@@ -127,12 +142,5 @@ func Run(t *testing.T, newStore NewStore, opts ...Option) {
 		{"Calendar", true, s.calendarCase},
 		{"LimitChange", true, s.limitChange},
 		{"LimitChangeUnderConcurrency", true, s.limitChangeUnderConcurrency},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if c.timed && cfg.realTime {
-				t.Skip("storetest: the store reads its own clock (RealTime)")
-			}
-			c.run(t)
-		})
 	}
 }
