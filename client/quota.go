@@ -78,7 +78,8 @@ func (s *server) reserve(ctx context.Context) (probe bool, err error) {
 		}
 		if dl, ok := ctx.Deadline(); ok && !spent.IsZero() && !dl.After(spent) {
 			s.mu.Unlock()
-			return false, &spentError{wait: spent.Sub(now)}
+			return false, fmt.Errorf("ratelimit: client: quota spent for %v, past the request's deadline: %w",
+				spent.Sub(now), context.DeadlineExceeded)
 		}
 		changed := s.changes()
 		s.mu.Unlock()
@@ -87,17 +88,6 @@ func (s *server) reserve(ctx context.Context) (probe bool, err error) {
 		}
 	}
 }
-
-// spentError is reserve's error when a quota is spent until at or after
-// the context's deadline, so that the wait is not begun. It matches
-// context.DeadlineExceeded.
-type spentError struct{ wait time.Duration }
-
-func (e *spentError) Error() string {
-	return fmt.Sprintf("ratelimit: client: quota spent for %v, past the request's deadline: %v", e.wait, context.DeadlineExceeded)
-}
-
-func (e *spentError) Unwrap() error { return context.DeadlineExceeded }
 
 // holds reads what holds a request back on s at now; s.mu must be held.
 // spent is the latest reset of a quota with nothing left; held, of one
