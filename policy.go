@@ -185,7 +185,7 @@ func (p Policy) validate() error {
 // different periods. The host's own zone, "Local" or "localtime", names
 // a different zone on each server of another zone, and does not count.
 func namesItself(loc *time.Location) bool {
-	if name := loc.String(); name == "Local" || name == "localtime" {
+	if isHostZone(loc.String()) {
 		return false
 	}
 	named, err := time.LoadLocation(loc.String())
@@ -331,3 +331,7 @@ func (s PolicySet) CheckCost(cost int) error {
 	}
 	return nil
 }
+
+// isHostZone reports whether name is one of the host's own zone, which
+// names a different zone on servers in other zones.
+func isHostZone(name string) bool { return name == "Local" || name == "localtime" }

@@ -215,8 +215,7 @@ func parseParam(p *Policy, s string) error {
 // the host's own zone ("Local", "localtime"), which name different zones
 // on different servers.
 func loadZone(name string) (*time.Location, error) {
-	ok := len(name) > 0 && len(name) <= 64 && !strings.Contains(name, "..") && name[0] != '/' &&
-		name != "Local" && name != "localtime"
+	ok := len(name) > 0 && len(name) <= 64 && !strings.Contains(name, "..") && name[0] != '/' && !isHostZone(name)
 	for _, c := range name {
 		ok = ok && ('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("/_+-", c))
 	}
