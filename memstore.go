@@ -182,12 +182,8 @@ func (s *memoryStore) Take(ctx context.Context, key string, set PolicySet, cost 
 	unlockAll(es)
 	if made && !v.ok {
 		// The entries made for this request counted nothing: they are
-		// idle now, sooner than add told the shard, and a full shard
-		// must still find them (see makeRoom).
-		sh := s.shardOf(key)
-		sh.mu.Lock()
-		sh.sweepAt = min(sh.sweepAt, now)
-		sh.mu.Unlock()
+		// idle now, sooner than add told the shard.
+		s.idleFrom(key, now)
 	}
 	p := &set.p.policies[i]
 	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
@@ -247,15 +243,20 @@ func (s *memoryStore) Refund(ctx context.Context, key string, set PolicySet, cos
 	}
 	unlockAll(es)
 	if idle != math.MaxInt64 {
-		// The entry may go idle sooner than the shard's sweepAt says, and
-		// a full shard must still find it (see makeRoom). The shard's
-		// lock is taken once the entries' are let go, as everywhere.
-		sh := s.shardOf(key)
-		sh.mu.Lock()
-		sh.sweepAt = min(sh.sweepAt, idle)
-		sh.mu.Unlock()
+		s.idleFrom(key, idle) // sooner, maybe, than the shard's sweepAt says
 	}
 	return nil
+}
+
+// idleFrom tells key's shard that an entry of key goes idle at the
+// instant at, which may be sooner than its sweepAt says, so that a full
+// shard still finds it (see makeRoom). The caller holds no entry's lock:
+// a shard's is taken once the entries' are let go, as everywhere.
+func (s *memoryStore) idleFrom(key string, at int64) {
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	sh.sweepAt = min(sh.sweepAt, at)
+	sh.mu.Unlock()
 }
 
 // Reset implements Store: it drops the key's entries under set.
