@@ -58,9 +58,10 @@ func newReport(clients []*client, url string, elapsed time.Duration, want []poli
 				rtts = append(rtts, s.recv-s.sent)
 			}
 		}
+		answered := len(c.ok)+len(c.rejected) > 0
 		advertised, err := parsePolicies(c.policies)
 		switch {
-		case c.policies == "" && len(c.ok)+len(c.rejected) == 0:
+		case c.policies == "" && !answered:
 			err = nil // nothing answered: nothing to check
 		case c.policies == "":
 			err = errors.New("missing RateLimit-Policy: no answer carried one")
@@ -71,7 +72,7 @@ func newReport(clients []*client, url string, elapsed time.Duration, want []poli
 		}
 		cr.policyErr = err
 		ps := want
-		if len(c.ok)+len(c.rejected) == 0 {
+		if !answered {
 			ps = nil
 		}
 		for _, p := range ps {
