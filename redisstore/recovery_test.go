@@ -154,15 +154,7 @@ func TestRefundOfLocalDecisionAfterRecovery(t *testing.T) {
 		t.Run(algo.String(), func(t *testing.T) {
 			// A server of its own, whose counts survive its restart.
 			srv := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
-			opts := clientOptions(srv.addr)
-			opts.Dialer = redisstore.Dial
-			c := redis.NewClient(opts)
-			t.Cleanup(func() { c.Close() })
-			st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithRefusalCache(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st := failLocalStore(t, srv.addr)
 			ctx := context.Background()
 			const limit = 5
 			pol := policySet(t, ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour, Algorithm: algo})
@@ -210,15 +202,7 @@ func TestRefundOfLocalDecisionAfterRecovery(t *testing.T) {
 // quota even if the fallback decides it, in a later outage.
 func TestResetReachesFallback(t *testing.T) {
 	srv := startServer(t)
-	opts := clientOptions(srv.addr)
-	opts.Dialer = redisstore.Dial
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { c.Close() })
-	st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithRefusalCache(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := failLocalStore(t, srv.addr)
 	ctx := context.Background()
 	const limit = 3
 	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour})
@@ -240,4 +224,21 @@ func TestResetReachesFallback(t *testing.T) {
 	if res, err := st.Take(ctx, "k", pol, 1); err != nil || !res.Allowed {
 		t.Errorf("the first request after the Reset, decided locally: %+v, %v; want allowed, a full quota", res, err)
 	}
+}
+
+// failLocalStore returns a store on the server at addr that falls back
+// to its local store while Redis fails, dialling as the README says, with
+// no refusal cache, so that every decision it can make goes to Redis.
+func failLocalStore(t *testing.T, addr string) *redisstore.Store {
+	t.Helper()
+	opts := clientOptions(addr)
+	opts.Dialer = redisstore.Dial
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	st, err := redisstore.New(c, redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithRefusalCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -159,17 +159,7 @@ func (s *suite) invalidArguments(t *testing.T) {
 	st, _ := s.store(t)
 	ctx := context.Background()
 	ps := set(t, ratelimit.Policy{Name: "a", Limit: 5, Window: time.Hour}, ratelimit.Policy{Name: "b", Limit: 3, Window: time.Minute})
-	for _, c := range []struct {
-		name string
-		set  ratelimit.PolicySet
-		cost int
-		want error
-	}{
-		{"empty set", ratelimit.PolicySet{}, 1, nil},
-		{"cost 0", ps, 0, ratelimit.ErrInvalidCost},
-		{"cost -1", ps, -1, ratelimit.ErrInvalidCost},
-		{"cost above the least limit", ps, 4, ratelimit.ErrInvalidCost},
-	} {
+	for _, c := range invalidCalls(ps) {
 		_, err := st.Take(ctx, "k", c.set, c.cost)
 		if err == nil || c.want != nil && !errors.Is(err, c.want) {
 			t.Errorf("%s: error %v, want one matching %v", c.name, err, c.want)
@@ -181,6 +171,26 @@ func (s *suite) invalidArguments(t *testing.T) {
 	t.Run("refunds", s.invalidRefunds)
 }
 
+// invalidCall is a call that counts nothing: its set and cost, and the
+// error it must match (nil: any error).
+type invalidCall struct {
+	name string
+	set  ratelimit.PolicySet
+	cost int
+	want error
+}
+
+// invalidCalls returns the calls with ps, a set whose least limit is 3,
+// that no store may count: an empty set and costs CheckCost refuses.
+func invalidCalls(ps ratelimit.PolicySet) []invalidCall {
+	return []invalidCall{
+		{"empty set", ratelimit.PolicySet{}, 1, nil},
+		{"cost 0", ps, 0, ratelimit.ErrInvalidCost},
+		{"cost -1", ps, -1, ratelimit.ErrInvalidCost},
+		{"cost above the least limit", ps, 4, ratelimit.ErrInvalidCost},
+	}
+}
+
 // invalidRefunds: a Refund of an empty set or of a cost CheckCost refuses
 // is an error and takes nothing back.
 func (s *suite) invalidRefunds(t *testing.T) {
@@ -188,17 +198,7 @@ func (s *suite) invalidRefunds(t *testing.T) {
 	ctx := context.Background()
 	ps := set(t, ratelimit.Policy{Name: "a", Limit: 5, Window: time.Hour}, ratelimit.Policy{Name: "b", Limit: 3, Window: time.Minute})
 	full := take(t, st, "k", ps, 3)
-	for _, c := range []struct {
-		name string
-		set  ratelimit.PolicySet
-		cost int
-		want error
-	}{
-		{"empty set", ratelimit.PolicySet{}, 1, nil},
-		{"cost 0", ps, 0, ratelimit.ErrInvalidCost},
-		{"cost -1", ps, -1, ratelimit.ErrInvalidCost},
-		{"cost above the least limit", ps, 4, ratelimit.ErrInvalidCost},
-	} {
+	for _, c := range invalidCalls(ps) {
 		err := st.Refund(ctx, "k", c.set, c.cost, full.At)
 		if err == nil || c.want != nil && !errors.Is(err, c.want) {
 			t.Errorf("Refund, %s: error %v, want one matching %v", c.name, err, c.want)
