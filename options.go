@@ -181,7 +181,8 @@ func WithHeaders(set HeaderSet) Option {
 // middleware answers 429 with a short plain-text body, or, to a client
 // whose Accept header names application/problem+json, with RFC 9457
 // problem details of the draft's quota-exceeded type, naming the violated
-// policy in "violated-policies".
+// policy in "violated-policies"; either answer adds Accept to Vary, since
+// Accept chose it. The middleware adds no Vary to h's answer.
 func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res Result)) Option {
 	return func(c *config) { need(c, "WithDeniedHandler", &c.denied, h, h == nil) }
 }
