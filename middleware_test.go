@@ -277,9 +277,11 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 
 // A Keyer of the application's own whose *KeyError carries no status an
 // answer can have (0, or a 2xx) is misconfigured: 500, never a panic in
-// the error handler, which would otherwise be given status 0.
+// the error handler, which would otherwise be given status 0. So is one of
+// 429, which would be a 429 without the Retry-After every 429 carries:
+// only the limiter's refusal says when to come back.
 func TestKeyErrorWithoutAStatus(t *testing.T) {
-	for _, status := range []int{0, 200, 600} {
+	for _, status := range []int{0, 200, http.StatusTooManyRequests, 600} {
 		keyer := ratelimit.KeyFunc(func(*http.Request) (string, error) {
 			return "", &ratelimit.KeyError{Status: status, Message: "no key"}
 		})
