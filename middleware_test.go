@@ -228,6 +228,8 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		{"nil option", 1, time.Minute, key, []ratelimit.Option{nil}, []string{"nil Option"}},
 		{"unknown algorithm", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithAlgorithm(99)}, []string{"unknown algorithm"}},
 		{"nil store", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithStore(nil)}, []string{"WithStore: nil store"}},
+		// A nil *T in a Store is not == nil, and its first call panics.
+		{"typed nil store", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithStore((*stubStore)(nil))}, []string{"WithStore: nil store"}},
 		{"duplicate policy name", 1, time.Minute, key, []ratelimit.Option{
 			ratelimit.WithPolicies(ratelimit.Policy{Name: "default", Limit: 5, Window: time.Hour}),
 		}, []string{"used twice"}},
