@@ -66,6 +66,10 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 			err = withCause(errNoUsableKey, err) // a Keyer of the application's own
 		case ke.Status < 400 || ke.Status > 599:
 			err = withCause(errMisconfigured, err) // no status to answer with
+		case ke.Status == http.StatusTooManyRequests:
+			// A 429 says when to come back, and a Keyer has no wait to say:
+			// only a refusal is one.
+			err = withCause(errMisconfigured, err)
 		}
 		l.reportError(r, err)
 		return Decision{Outcome: Reject, Err: err}

@@ -38,8 +38,13 @@ func (f KeyFunc) Key(r *http.Request) (string, error) { return f(r) }
 // KeyError is a key extraction failure and the response it calls for.
 // Message is sent to the client as is, so it must not repeat anything the
 // client sent.
+//
+// Status is a 4xx other than 429, or a 5xx. A 429 Too Many Requests is
+// the limiter's refusal, which carries the Retry-After that says when to
+// come back, and a Keyer has no wait to say: a KeyError of 429, as one of
+// a status outside 400 to 599, is answered as a misconfigured Keyer, 500.
 type KeyError struct {
-	Status    int    // HTTP status: a 4xx, or 500 for a misconfigured Keyer (as is any other)
+	Status    int    // HTTP status: a 4xx but 429, or a 5xx (see above)
 	Message   string // response body
 	Challenge string // WWW-Authenticate value for a 401, or empty
 }

@@ -41,7 +41,7 @@ import (
 // at most 65,536 keys.
 func WithLimits(limits func(ctx context.Context, key string) ([]Policy, error), ttl time.Duration) Option {
 	return func(c *config) {
-		need(c, "WithLimits", &c.limits, limits, limits == nil)
+		need(c, "WithLimits", "function", &c.limits, limits)
 		if ttl <= 0 {
 			c.errs = append(c.errs, errorf("WithLimits: ttl %v, want > 0", ttl))
 		}

@@ -132,17 +132,19 @@ const deniedBody = "429 Too Many Requests: rate limit exceeded, see Retry-After\
 
 // defaultDenied answers a refused request: 429 with a short text body,
 // or RFC 9457 problem details to a client whose Accept asks for
-// application/problem+json. The text is what http.Error would write, in
-// one allocation instead of four, since a client over its limit may send
+// application/problem+json. Either answer names Accept in Vary, since
+// Accept chose it. The text is what http.Error would write, in one
+// allocation instead of four, since a client over its limit may send
 // requests as fast as it can.
 func defaultDenied(w http.ResponseWriter, r *http.Request, res Result) {
+	h := w.Header()
+	v := &[3]string{"text/plain; charset=utf-8", "nosniff", "Accept"}
+	varyAccept(h, v[2:3:3])
 	if accept := r.Header["Accept"]; len(accept) > 0 && acceptsProblem(accept) {
 		writeProblem(w, res)
 		return
 	}
-	h := w.Header()
 	delete(h, "Content-Length")
-	v := &[2]string{"text/plain; charset=utf-8", "nosniff"}
 	h[hdrContentType] = v[0:1:1]
 	h["X-Content-Type-Options"] = v[1:2:2]
 	w.WriteHeader(http.StatusTooManyRequests)

@@ -228,6 +228,8 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		{"nil option", 1, time.Minute, key, []ratelimit.Option{nil}, []string{"nil Option"}},
 		{"unknown algorithm", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithAlgorithm(99)}, []string{"unknown algorithm"}},
 		{"nil store", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithStore(nil)}, []string{"WithStore: nil store"}},
+		// A nil *T in a Store is not == nil, and its first call panics.
+		{"typed nil store", 1, time.Minute, key, []ratelimit.Option{ratelimit.WithStore((*stubStore)(nil))}, []string{"WithStore: nil store"}},
 		{"duplicate policy name", 1, time.Minute, key, []ratelimit.Option{
 			ratelimit.WithPolicies(ratelimit.Policy{Name: "default", Limit: 5, Window: time.Hour}),
 		}, []string{"used twice"}},
@@ -277,9 +279,11 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 
 // A Keyer of the application's own whose *KeyError carries no status an
 // answer can have (0, or a 2xx) is misconfigured: 500, never a panic in
-// the error handler, which would otherwise be given status 0.
+// the error handler, which would otherwise be given status 0. So is one of
+// 429, which would be a 429 without the Retry-After every 429 carries:
+// only the limiter's refusal says when to come back.
 func TestKeyErrorWithoutAStatus(t *testing.T) {
-	for _, status := range []int{0, 200, 600} {
+	for _, status := range []int{0, 200, http.StatusTooManyRequests, 600} {
 		keyer := ratelimit.KeyFunc(func(*http.Request) (string, error) {
 			return "", &ratelimit.KeyError{Status: status, Message: "no key"}
 		})
@@ -710,8 +714,8 @@ func mwBytesPerRun(n int, f func()) uint64 {
 func TestHandlerAllocations(t *testing.T) {
 	// The allowed path makes the key and, for all the headers, one string
 	// of their numbers and one array of their values; the store makes
-	// nothing. A refusal adds one array for the 429's Content-Type and
-	// nosniff values. A second passes per request, so the log holds 60
+	// nothing. A refusal adds one array for the 429's Content-Type,
+	// nosniff and Vary values. A second passes per request, so the log holds 60
 	// instants and stops growing.
 	clk := fakeclock.New()
 	l := newLimiter(t, 100, time.Minute, ratelimit.KeyByHeader("X-Api-Key"), ratelimit.WithClock(clk.Now))
@@ -743,7 +747,9 @@ func TestHandlerAllocations(t *testing.T) {
 		serve()
 	}
 	assert.LessOrEqual(t, testing.AllocsPerRun(100, serve), 4.0, "refused: allocations per request")
-	assert.LessOrEqual(t, mwBytesPerRun(2000, serve), uint64(16+24+96+32), "refused: bytes allocated per request")
+	// The key, the numbers and the values as above, and 48 bytes for the
+	// 429's three values.
+	assert.LessOrEqual(t, mwBytesPerRun(2000, serve), uint64(16+24+96+48), "refused: bytes allocated per request")
 	assert.Equal(t, "1", w.h.Get("Retry-After"), "Retry-After")
 	assert.Equal(t, `"default";r=0;t=1`, w.h.Get("RateLimit"), "RateLimit")
 }

@@ -3,14 +3,17 @@ package ratelimit
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"time"
 )
 
 // An Option configures a Limiter in New. Options write into a private
 // configuration: defaults are laid first, options applied in order, and
 // the result validated once, so that a bad option is an error from New.
-// A nil Option is a configuration error, as is a nil function given to
-// any option.
+// A nil Option is a configuration error, as is a nil function or Store
+// given to any option: nil, or an interface holding a nil pointer, map,
+// slice, channel or function (a Store of a nil *T), which is not == nil
+// but would panic at the first request.
 type Option func(*config)
 
 type config struct {
@@ -46,26 +49,39 @@ func defaultConfig() config {
 	}
 }
 
-// need records a configuration error for a nil function given to option.
-func need[F any](c *config, option string, f *F, v F, isNil bool) {
-	if isNil {
-		c.errs = append(c.errs, errorf("%s: nil function", option))
+// need sets *f to v, the value given to option, or records a
+// configuration error if v is nil (see isNilValue); what names v in the
+// error. Every option taking a function or an interface goes through it,
+// so that nil means one thing to all of them.
+func need[F any](c *config, option, what string, f *F, v F) {
+	if isNilValue(v) {
+		c.errs = append(c.errs, errorf("%s: nil %s", option, what))
 		return
 	}
 	*f = v
 }
 
+// isNilValue reports whether v is nil: a nil interface, or one holding a
+// nil pointer, map, slice, channel or function. A Store holding a nil *T
+// is not == nil, but its first call, on the request path, would panic.
+func isNilValue(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
+
 // WithStore makes the limiter keep its counts in s instead of a memory
 // store of its own, for example a redisstore.Store shared by a fleet of
 // servers, or a memory store shared by several limiters. The caller owns
-// s: Limiter.Close does not close it.
+// s: Limiter.Close does not close it. A nil s, or one holding a nil
+// pointer, is a configuration error.
 func WithStore(s Store) Option {
-	return func(c *config) {
-		if s == nil {
-			c.errs = append(c.errs, errorf("WithStore: nil store"))
-		}
-		c.store = s
-	}
+	return func(c *config) { need(c, "WithStore", "store", &c.store, s) }
 }
 
 // WithClock makes the limiter read time from now instead of time.Now,
@@ -74,7 +90,7 @@ func WithStore(s Store) Option {
 // WithStore reads its own: give a memory store of your own its clock with
 // MemoryConfig.Clock).
 func WithClock(now func() time.Time) Option {
-	return func(c *config) { need(c, "WithClock", &c.clock, now, now == nil) }
+	return func(c *config) { need(c, "WithClock", "function", &c.clock, now) }
 }
 
 // WithName names the policy New's limit and window make (default
@@ -108,14 +124,14 @@ func WithPolicies(ps ...Policy) Option {
 // (both match ErrInvalidCost); but under WithDryRun a cost above the limit
 // is served, uncounted, and reported to OnError.
 func WithCost(cost func(r *http.Request) int) Option {
-	return func(c *config) { need(c, "WithCost", &c.cost, cost, cost == nil) }
+	return func(c *config) { need(c, "WithCost", "function", &c.cost, cost) }
 }
 
 // WithSkip exempts the requests for which skip returns true (health checks,
 // internal callers): they pass straight to the next handler, without a key,
 // a decision or headers.
 func WithSkip(skip func(r *http.Request) bool) Option {
-	return func(c *config) { need(c, "WithSkip", &c.skip, skip, skip == nil) }
+	return func(c *config) { need(c, "WithSkip", "function", &c.skip, skip) }
 }
 
 // WithCountIf keeps an allowed request counted only if keep, called with
@@ -138,7 +154,7 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 // decision was made, counting this request. Without the option the
 // middleware adds nothing.
 func WithCountIf(keep func(r *http.Request, status int) bool) Option {
-	return func(c *config) { need(c, "WithCountIf", &c.countIf, keep, keep == nil) }
+	return func(c *config) { need(c, "WithCountIf", "function", &c.countIf, keep) }
 }
 
 // WithDryRun decides and reports every request as usual (headers, hooks,
@@ -181,9 +197,10 @@ func WithHeaders(set HeaderSet) Option {
 // middleware answers 429 with a short plain-text body, or, to a client
 // whose Accept header names application/problem+json, with RFC 9457
 // problem details of the draft's quota-exceeded type, naming the violated
-// policy in "violated-policies".
+// policy in "violated-policies"; either answer adds Accept to Vary, since
+// Accept chose it. The middleware adds no Vary to h's answer.
 func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res Result)) Option {
-	return func(c *config) { need(c, "WithDeniedHandler", &c.denied, h, h == nil) }
+	return func(c *config) { need(c, "WithDeniedHandler", "function", &c.denied, h) }
 }
 
 // WithErrorHandler replaces the response to a request the limiter could
@@ -195,7 +212,7 @@ func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res Result
 // Retry-After: 1; the body never repeats what the client sent, nor the
 // error's text, which may describe internals.
 func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
-	return func(c *config) { need(c, "WithErrorHandler", &c.onError, h, h == nil) }
+	return func(c *config) { need(c, "WithErrorHandler", "function", &c.onError, h) }
 }
 
 // WithFailOpen serves a request, without rate-limit headers, when the

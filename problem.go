@@ -45,6 +45,32 @@ func writeProblem(w http.ResponseWriter, res Result) {
 	w.Write(append(body, '\n'))
 }
 
+// varyAccept adds Accept to the Vary of h, an answer whose form the
+// request's Accept chose (RFC 9110, section 12.5.5), so that a shared
+// cache never gives one client's form to another; unless a handler in
+// front of the limiter has named Accept, or "*", there already. accept is
+// the caller's []string{"Accept"}, so that the usual answer, without a
+// Vary yet, allocates nothing here.
+func varyAccept(h http.Header, accept []string) {
+	lines := h["Vary"]
+	for _, line := range lines {
+		for line != "" {
+			n, _ := elementLen(line)
+			if name := trimOWS(line[:n]); name == "*" || asciiEqualFold(name, "Accept") {
+				return
+			}
+			line = line[min(n+1, len(line)):]
+		}
+	}
+	if len(lines) == 0 {
+		h["Vary"] = accept
+		return
+	}
+	// A full slice, so that append copies it rather than write into
+	// spare room of a slice the earlier handler may still hold.
+	h["Vary"] = append(lines[:len(lines):len(lines)], accept...)
+}
+
 // maxAcceptBytes is how much of a request's Accept lines acceptsProblem
 // reads: many times any real Accept header, so that a refused client's
 // megabyte of header costs no more than a short one.

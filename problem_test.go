@@ -129,3 +129,55 @@ func TestRefusalWithHugeAcceptAllocatesLittle(t *testing.T) {
 		})
 	}
 }
+
+// The default refusal picks its form, problem details or text, from the
+// request's Accept, so it says so in Vary (RFC 9110, section 12.5.5): a
+// shared cache must not give one client's form to another. A Vary that a
+// middleware in front of the limiter set is kept, and Accept named once.
+func TestRefusalVariesByAccept(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now))
+	h := l.Handler(okHandler)
+	get(h, "192.0.2.1:1")
+	for _, c := range []struct {
+		name   string
+		accept []string // Accept lines
+		vary   []string // Vary lines set in front of the limiter
+		want   []string
+	}{
+		{"no Accept", nil, nil, []string{"Accept"}},
+		{"text", []string{"text/plain"}, nil, []string{"Accept"}},
+		{"problem details", []string{"application/problem+json"}, nil, []string{"Accept"}},
+		{"text, a Vary set before", []string{"text/plain"}, []string{"Accept-Encoding"}, []string{"Accept-Encoding", "Accept"}},
+		{"problem details, a Vary set before", []string{"application/problem+json"}, []string{"Accept-Encoding"}, []string{"Accept-Encoding", "Accept"}},
+		{"Accept already named", []string{"text/plain"}, []string{"Origin, accept"}, []string{"Origin, accept"}},
+		{"every field", []string{"application/problem+json"}, []string{"*"}, []string{"*"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vary := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header()["Vary"] = append([]string(nil), c.vary...)
+				h.ServeHTTP(w, r)
+			})
+			var hdr []string
+			for _, line := range c.accept {
+				hdr = append(hdr, "Accept", line)
+			}
+			w := get(vary, "192.0.2.1:1", hdr...)
+			require.Equal(t, http.StatusTooManyRequests, w.Code, "status")
+			assert.Equal(t, c.want, w.Header().Values("Vary"), "Vary")
+		})
+	}
+}
+
+// A denied handler of the application's own picks its own form: the
+// limiter adds no Vary to its answer.
+func TestDeniedHandlerGetsNoVary(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now),
+		ratelimit.WithDeniedHandler(func(w http.ResponseWriter, _ *http.Request, _ ratelimit.Result) {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}))
+	h := l.Handler(okHandler)
+	get(h, "192.0.2.1:1")
+	w := get(h, "192.0.2.1:1", "Accept", "application/problem+json")
+	require.Equal(t, http.StatusTooManyRequests, w.Code, "status")
+	assert.Empty(t, w.Header().Values("Vary"), "Vary")
+}
