@@ -415,11 +415,10 @@ func checkKeyers(who string, keys []Keyer) error {
 	return errors.Join(errs...)
 }
 
-// isNil reports whether k is nil, or a nil KeyFunc.
-func isNil(k Keyer) bool {
-	f, ok := k.(KeyFunc)
-	return k == nil || ok && f == nil
-}
+// isNil reports whether k is nil, a nil KeyFunc, or a Keyer holding
+// another nil value, a nil *T say, which is not == nil but would panic at
+// the first request (see isNilValue).
+func isNil(k Keyer) bool { return isNilValue(k) }
 
 // misconfigured is the Keyer an extractor returns for an invalid
 // configuration: New refuses it with err, so that an invalid option

@@ -287,6 +287,8 @@ func TestKeyMisconfigured(t *testing.T) {
 		{"join of a bad one", ratelimit.KeyJoin(badIP, ratelimit.KeyByRoute()), []string{badIPErr}},
 		{"hashed nil", ratelimit.KeyHashed(nil), []string{"ratelimit: KeyHashed: Keyer 0 is nil"}},
 		{"hashed nil KeyFunc", ratelimit.KeyHashed(nilFunc), []string{"ratelimit: KeyHashed: Keyer 0 is nil"}},
+		// A nil *T in a Keyer is not == nil, and its first call panics.
+		{"first typed nil", ratelimit.KeyFirst(ratelimit.KeyByIP(), (*fieldKeyer)(nil)), []string{"ratelimit: KeyFirst: Keyer 1 is nil"}},
 		{"hashed of a bad one", ratelimit.KeyHashed(badJWT), []string{badJWTErr}},
 		{"all the errors, joined", ratelimit.KeyFirst(ratelimit.KeyByHeader(""), nil, ratelimit.KeyByIP(), ratelimit.KeyByContext(nil), badIP), []string{
 			`ratelimit: KeyByHeader: invalid header name ""`,
@@ -452,3 +454,9 @@ func TestKeyJoinAnswersItsFirstError(t *testing.T) {
 	_, err = ratelimit.KeyHashed(join).Key(r)
 	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, keysStatus(err), "KeyHashed of a join missing a part, got %v", err)
 }
+
+// fieldKeyer keys requests by a header it names, through a pointer: a
+// nil one panics when asked for a key.
+type fieldKeyer struct{ header string }
+
+func (k *fieldKeyer) Key(r *http.Request) (string, error) { return r.Header.Get(k.header), nil }

@@ -223,6 +223,7 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		{"negative window", 1, -time.Second, key, nil, []string{"window -1s"}},
 		{"nil key", 1, time.Minute, nil, nil, []string{"nil Keyer"}},
 		{"nil KeyFunc", 1, time.Minute, ratelimit.KeyFunc(nil), nil, []string{"nil Keyer"}},
+		{"typed nil Keyer", 1, time.Minute, (*fieldKeyer)(nil), nil, []string{"nil Keyer"}},
 		{"misconfigured extractor", 1, time.Minute, ratelimit.KeyByHeader(""), nil, []string{"KeyByHeader"}},
 		{"all at once", 0, 0, nil, nil, []string{"limit 0", "window 0s", "nil Keyer"}},
 		{"nil option", 1, time.Minute, key, []ratelimit.Option{nil}, []string{"nil Option"}},
