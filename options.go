@@ -10,6 +10,8 @@ import (
 // An Option configures a Limiter in New. Options write into a private
 // configuration: defaults are laid first, options applied in order, and
 // the result validated once, so that a bad option is an error from New.
+// An option given twice replaces what the first gave, but WithPolicies,
+// which adds policies.
 // A nil Option is a configuration error, as is a nil function or Store
 // given to any option: nil, or an interface holding a nil pointer, map,
 // slice, channel or function (a Store of a nil *T), which is not == nil
