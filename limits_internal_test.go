@@ -17,6 +17,7 @@ func TestLimitsCacheBounded(t *testing.T) {
 	c := &limitsCache{
 		lookup: func(context.Context, string) ([]Policy, error) { return nil, nil },
 		ttl:    time.Minute, timeout: time.Minute, now: func() int64 { return now }, inflight: map[string]*cached{},
+		turns: make(chan struct{}, maxLookups),
 	}
 	count := func() int {
 		n := 0
