@@ -9,3 +9,7 @@ import "time"
 func WithLookupTimeout(d time.Duration) Option {
 	return func(c *config) { c.lookupWithin = d }
 }
+
+// MaxLookups is how many calls of WithLimits' function may be under way
+// at once.
+const MaxLookups = maxLookups

@@ -27,11 +27,23 @@ import (
 // answers 503), never by letting the request through uncounted otherwise;
 // its error goes to the OnError hook once, not once per request, and is
 // cached too (invalid policies for ttl, other errors for at most a
-// second). Every way into the limiter (Handler, Decide, Allow, Peek,
-// Reset) looks a client up the same way, with the context it is given: a
-// limits that reads a claim from ctx must find the client's there when
-// an operator's tool calls Peek or Reset, or it answers for that ctx, and
-// the answer is cached for the client as any other.
+// second).
+//
+// At most 16 calls are under way at once, however many clients need one,
+// so that a flood of keys the cache does not hold (random API keys, say)
+// costs the database no more than 16 queries at a time: a client that
+// needs a call while 16 are under way waits up to 100 ms for one of them
+// to return, and if none does it is answered as a failed call (its error
+// wraps context.DeadlineExceeded, as a slow call's does), cached and
+// reported the same way. A call keeps its turn until it returns, past its
+// 100 ms if it ignores ctx. Calls of a millisecond or two serve a burst
+// of a few hundred new clients in turn, well within the wait.
+//
+// Every way into the limiter (Handler, Decide, Allow, Peek, Reset) looks
+// a client up the same way, with the context it is given: a limits that
+// reads a claim from ctx must find the client's there when an operator's
+// tool calls Peek or Reset, or it answers for that ctx, and the answer is
+// cached for the client as any other.
 //
 // A client whose limit changes keeps its counts: raised from 100 to 1,000
 // a minute, it has 900 more in the current window, not 1,000; lowered, it
@@ -39,6 +51,13 @@ import (
 // the share of its bucket in use instead: see GCRA). A changed window,
 // algorithm or name is another quota, which starts afresh. The cache holds
 // at most 65,536 keys.
+//
+// Give clients limits of their own, not quotas of their own: a memory
+// store counts under at most 4,096 distinct policies for its life, told
+// apart by their sets' names, windows and algorithms, not their limits
+// (see NewMemoryStore). A limits that returns a name or a window per
+// client, rather than one of a few plans, has its clients beyond the
+// bound answered as by a full store.
 func WithLimits(limits func(ctx context.Context, key string) ([]Policy, error), ttl time.Duration) Option {
 	return func(c *config) {
 		need(c, "WithLimits", "function", &c.limits, limits)
@@ -58,6 +77,9 @@ const (
 	// distinct sets of policies it keeps one plan for.
 	maxCachedKeys = 1 << 16
 	maxPlans      = 1 << 12
+	// maxLookups bounds the calls of WithLimits' function under way at
+	// once: a flood of unknown keys must not become a flood of queries.
+	maxLookups = 16
 )
 
 // limitsCache caches WithLimits' answers per key.
@@ -73,6 +95,7 @@ type limitsCache struct {
 	nplans   atomic.Int64
 	mu       sync.Mutex
 	inflight map[string]*cached // calls under way, by key
+	turns    chan struct{}      // a token per call under way; maxLookups long
 }
 
 // cached is one key's answer, until expires; done is closed once it is
@@ -129,11 +152,19 @@ func (c *limitsCache) planOf(ctx context.Context, key string, report func(error)
 	return e.result(report)
 }
 
-// fill calls the lookup for key and makes e its answer, within
-// c.timeout of the call: an answer that comes later is dropped. The
-// lookup runs on fill's own goroutine, as soon as it runs, so that the
-// time counts the lookup and not the scheduling of another goroutine.
+// fill calls the lookup for key, once it has a turn, and makes e its
+// answer, within c.timeout of the call: an answer that comes later is
+// dropped. The lookup runs on fill's own goroutine, as soon as it runs,
+// so that the time counts the lookup and not the scheduling of another
+// goroutine. The turn goes back when the lookup returns, not at its
+// deadline, so that lookups that ignore their context stay within the cap.
 func (c *limitsCache) fill(ctx context.Context, key string, e *cached) {
+	if !c.takeTurn() {
+		err := fmt.Errorf("ratelimit: WithLimits: %d lookups under way, none ended within %v: %w", maxLookups, c.timeout, context.DeadlineExceeded)
+		c.answer(key, e, nil, err, min(c.ttl, maxErrorTTL))
+		return
+	}
+	defer func() { <-c.turns }()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var once sync.Once
@@ -156,6 +187,24 @@ func (c *limitsCache) fill(ctx context.Context, key string, e *cached) {
 			c.answer(key, e, nil, nil, c.ttl)
 		}
 	})
+}
+
+// takeTurn waits up to c.timeout for a turn to call the lookup, and
+// reports whether it got one.
+func (c *limitsCache) takeTurn() bool {
+	select {
+	case c.turns <- struct{}{}:
+		return true
+	default: // no timer unless there is a wait
+	}
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
+	select {
+	case c.turns <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // call calls the lookup, making a panic of it an error: a panic on this

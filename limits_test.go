@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -255,4 +257,94 @@ func TestLimitsCachedCostsNoLookup(t *testing.T) {
 		c.l.Allow(context.Background(), "apikey:b", 1)
 	}
 	assert.Equal(t, int64(2), c.lookups.Load(), "one more for another client")
+}
+
+// A flood of keys the cache does not hold calls the lookup at most
+// MaxLookups at a time, however many requests wait for one and however
+// long the lookups ignore their context: the requests beyond the cap get
+// no turn within the lookup's timeout and are answered as a failed
+// lookup, and a turn comes back only when its lookup returns.
+func TestLimitsLookupsInFlightAreCapped(t *testing.T) {
+	const n = 4 * ratelimit.MaxLookups
+	started, returned, release := make(chan struct{}, n+4), make(chan struct{}, n+4), make(chan struct{})
+	var inFlight, peak atomic.Int64
+	c := newLimitsCase(t, time.Minute, func(context.Context, string) ([]ratelimit.Policy, error) {
+		peakAt(&peak, inFlight.Add(1))
+		defer func() { inFlight.Add(-1); returned <- struct{}{} }()
+		started <- struct{}{}
+		<-release // a database that hangs, and a lookup that ignores ctx
+		return nil, nil
+	}, ratelimit.WithLookupTimeout(100*time.Millisecond)) // the library's
+	decisions := make([]ratelimit.Decision, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { decisions[i] = c.l.Allow(context.Background(), "apikey:flood-"+strconv.Itoa(i), 1) })
+	}
+	for range ratelimit.MaxLookups {
+		<-started
+	}
+	wg.Wait()
+	busy := 0
+	for i, d := range decisions {
+		require.Equal(t, ratelimit.Fail, d.Outcome, "request %d: %v", i, d.Err)
+		require.ErrorIs(t, d.Err, context.DeadlineExceeded, "request %d", i)
+		if strings.Contains(d.Err.Error(), "lookups under way") {
+			busy++
+		}
+	}
+	assert.Equal(t, int64(ratelimit.MaxLookups), c.lookups.Load(), "lookups called for %d new keys", n)
+	assert.Equal(t, int64(ratelimit.MaxLookups), peak.Load(), "most lookups in flight at once")
+	assert.Equal(t, n-ratelimit.MaxLookups, busy, "requests answered that no lookup could start")
+	assert.Len(t, c.errors(), n, "OnError calls: one per key")
+
+	// The lookups past their deadline still hold their turns: one more
+	// key gets none, and calls nothing.
+	d := c.l.Allow(context.Background(), "apikey:one-more", 1)
+	assert.Equal(t, ratelimit.Fail, d.Outcome, "a new key while every turn is held")
+	assert.Equal(t, int64(ratelimit.MaxLookups), c.lookups.Load(), "lookups called while every turn is held")
+
+	// Once the lookups return, a new key is looked up and served, and a
+	// refused one is looked up again once its error has expired.
+	close(release)
+	for range ratelimit.MaxLookups {
+		<-returned
+	}
+	d = c.l.Allow(context.Background(), "apikey:after", 1)
+	assert.Equal(t, ratelimit.Serve, d.Outcome, "a new key once the lookups returned: %v", d.Err)
+	c.clk.Advance(time.Second)
+	d = c.l.Allow(context.Background(), "apikey:one-more", 1)
+	assert.Equal(t, ratelimit.Serve, d.Outcome, "a refused key a second later: %v", d.Err)
+	assert.Equal(t, int64(ratelimit.MaxLookups+2), c.lookups.Load(), "lookups")
+}
+
+// A burst of new customers whose lookups answer at once is served whole:
+// the cap on lookups in flight makes the burst take turns, not fail.
+func TestLimitsBurstOfNewCustomersIsServed(t *testing.T) {
+	const n = 300
+	var inFlight, peak atomic.Int64
+	c := newLimitsCase(t, time.Minute, func(context.Context, string) ([]ratelimit.Policy, error) {
+		peakAt(&peak, inFlight.Add(1))
+		defer inFlight.Add(-1)
+		return []ratelimit.Policy{{Name: "pro", Limit: 1000, Window: time.Minute}}, nil
+	}, ratelimit.WithLookupTimeout(time.Minute)) // no deadline a busy machine reaches
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	for i := range n {
+		wg.Go(func() {
+			if d := c.l.Allow(context.Background(), "apikey:new-"+strconv.Itoa(i), 1); d.Outcome == ratelimit.Serve && d.Result.Limit == 1000 {
+				served.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(n), served.Load(), "new customers served under their own limit")
+	assert.Equal(t, int64(n), c.lookups.Load(), "lookups")
+	assert.LessOrEqual(t, peak.Load(), int64(ratelimit.MaxLookups), "most lookups in flight at once")
+	assert.Empty(t, c.errors(), "OnError calls")
+}
+
+// peakAt raises peak to v if v is higher.
+func peakAt(peak *atomic.Int64, v int64) {
+	for p := peak.Load(); v > p && !peak.CompareAndSwap(p, v); p = peak.Load() {
+	}
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"slices"
@@ -50,8 +51,13 @@ type MemoryConfig struct {
 // whenever an entry is used; a new entry that finds its shard doubled
 // since it was last swept sweeps it, unless no entry there can be idle
 // yet, so that sweeping keeps pace with any flood of new keys; a
-// background sweep drops every idle entry once a minute; and MaxKeys
-// bounds the number of entries.
+// background sweep drops every idle entry once a minute; MaxKeys bounds
+// the number of entries; and a store counts under at most 4,096 policies,
+// numbered once per set ID (a set's names, windows and algorithms, not its
+// limits: see PolicySet.ID) for the store's life. A Take under a set of a
+// new ID beyond them fails as on a full store, and a Peek reports the
+// full quota of a key never seen: give clients their own limits, not
+// quotas of their own (see WithLimits).
 func NewMemoryStore(c MemoryConfig) (Store, error) {
 	if c.MaxKeys < 0 {
 		return nil, errors.New("ratelimit: MemoryConfig.MaxKeys: " + strconv.Itoa(c.MaxKeys) + ", want >= 0")
@@ -133,7 +139,17 @@ const (
 	evictSample = 8
 	// sweepInterval is how often the background sweep runs.
 	sweepInterval = time.Minute
+	// maxCataloged bounds the policies a store's catalog numbers, each of
+	// which may cost every shard a map.
+	maxCataloged = 1 << 12
+	// unnumbered is the number of a policy the full catalog could not
+	// number: no entry is under it, and none is made.
+	unnumbered = -1
 )
+
+// errCatalogFull is returned for a new key under a set the store's catalog
+// had no room to number.
+var errCatalogFull = fmt.Errorf("%w: its sets hold %d policies, the most it counts under", errStoreFull, maxCataloged)
 
 func newMemoryStore(c MemoryConfig) *memoryStore {
 	n := maxShards
@@ -348,7 +364,7 @@ func unlockAll(es []*entry) {
 // get returns the entry of key under the policy numbered n, or nil. The
 // caller holds sh.mu.
 func (sh *shard) get(n int, key string) *entry {
-	if n < len(sh.m) {
+	if 0 <= n && n < len(sh.m) {
 		return sh.m[n][key]
 	}
 	return nil
@@ -360,6 +376,10 @@ func (sh *shard) get(n int, key string) *entry {
 // shard's lock: a new entry decides at it, or at the instant the shard
 // last forgot an entry if that is later.
 func (s *memoryStore) insert(sh *shard, ps *policySet, ns []int, key string, es []*entry, read int64) error {
+	if ns[0] == unnumbered { // and so are the others
+		s.rejected.Add(1)
+		return errCatalogFull
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if s.perShard > 0 && len(ns) > s.perShard {
@@ -403,7 +423,10 @@ func (s *memoryStore) insert(sh *shard, ps *policySet, ns []int, key string, es 
 // the clock at read, and returns it. The caller holds sh.mu.
 func (sh *shard) add(p *Policy, n int, key string, read int64) *entry {
 	for len(sh.m) <= n {
-		sh.m = append(sh.m, make(map[string]*entry))
+		sh.m = append(sh.m, nil) // a map only for the policies the shard holds
+	}
+	if sh.m[n] == nil {
+		sh.m[n] = make(map[string]*entry)
 	}
 	// since keeps a refund from reaching back past an entry of the key
 	// the shard forgot: what it counted, at or before the instant it was
@@ -469,6 +492,10 @@ func (s *memoryStore) sweep(sh *shard, now int64) {
 		// Go maps keep the memory of their peak: give a shrunken shard
 		// maps of their present size (maps.Clone may keep the capacity).
 		for i, m := range sh.m {
+			if len(m) == 0 {
+				sh.m[i] = nil
+				continue
+			}
 			sh.m[i] = make(map[string]*entry, len(m))
 			for k, e := range m {
 				sh.m[i][k] = e
@@ -558,7 +585,9 @@ func (s *memoryStore) Close() error {
 // catalog numbers the policies of the sets a store is given, so that a
 // shard keeps each policy's entries in a map of its own. Sets of one ID
 // share numbers, and so counts; the catalog grows with the IDs, which
-// name quotas whatever their limits, not with the sets.
+// name quotas whatever their limits, not with the sets, and never forgets
+// one, since an entry may be under it: it numbers at most maxCataloged
+// policies, and those of a set beyond them are unnumbered.
 type catalog struct {
 	mu       sync.Mutex
 	byID     map[string][]int // set ID -> the number of each of its policies
@@ -571,7 +600,8 @@ type numbering struct {
 	ns []int
 }
 
-// numbers returns the number of each policy of ps.
+// numbers returns the number of each policy of ps: unnumbered, all of
+// them, if ps's ID is new and the catalog has no room for its policies.
 func (c *catalog) numbers(ps *policySet) []int {
 	if n := ps.numbered.Load(); n != nil && n.by == c {
 		return n.ns
@@ -579,7 +609,11 @@ func (c *catalog) numbers(ps *policySet) []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ns, ok := c.byID[ps.id]
-	if !ok {
+	switch {
+	case !ok && len(c.policies)+len(ps.policies) > maxCataloged:
+		// Not kept in byID, which stays bounded too.
+		ns = slices.Repeat([]int{unnumbered}, len(ps.policies))
+	case !ok:
 		for i := range ps.policies {
 			ns = append(ns, len(c.policies))
 			c.policies = append(c.policies, &ps.policies[i])
