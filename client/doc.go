@@ -52,7 +52,11 @@
 // alone, and its answer's figures replace the old ones; a quota it does
 // not mention is forgotten. A response without figures of a quota is
 // taken to have spent one request of it, unless it is a 429 or came from
-// a cache. Waiting requests are not served in order.
+// a cache. So is a request that Base fails, since the server may have
+// counted it before the failure, unless it never left: a failed dial of
+// its connection (DNS lookup included) or of its proxy, a *net.OpError
+// of Op "dial" or "proxyconnect", spent nothing. Waiting requests are not
+// served in order.
 //
 // The wait honours the request's context: a wait for a reset (or
 // Retry-After) that comes at or after the context's deadline is not

@@ -167,7 +167,7 @@ type outcome struct {
 	probe    bool
 	answered bool // the server answered (rep is what it said)
 	// free says the request spent no quota: the server refused it (429),
-	// or a cache answered it.
+	// a cache answered it, or it never left for the server.
 	free bool
 	rep  *report
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -164,12 +165,25 @@ func send(base http.RoundTripper, s *server, r *http.Request, rep *report, refus
 		// quota nor says what came back after a reset.
 		o.answered = !rep.cached
 		o.free = rep.cached || resp.StatusCode == http.StatusTooManyRequests
+	} else {
+		// A request that never reached the server spent nothing; one
+		// that failed later may have been counted before it failed.
+		o.free = unsent(err)
 	}
 	s.settle(o, now)
 	if err != nil {
 		return nil, now, err
 	}
 	return resp, now, nil
+}
+
+// unsent reports whether err, from a Base, says that the request never
+// left for the server: the dial of its connection failed (its DNS lookup
+// included), or that of the proxy it goes through, as net/http reports
+// them.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
 }
 
 // again returns the request to send after resp, the answer at now to

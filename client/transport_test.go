@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -967,6 +970,90 @@ func TestOriginWithItsDefaultPort(t *testing.T) {
 					resp.Body.Close()
 				}
 				assert.Equal(t, []time.Duration{0, time.Minute}, srv.arrivals(start), "when the server saw each request")
+			})
+		})
+	}
+}
+
+// failing is a Base that fails the requests errs has an error for, in
+// the order they come, and sends the others through next.
+type failing struct {
+	next http.RoundTripper
+	errs []error // nil: sent through next
+	mu   sync.Mutex
+	n    int
+}
+
+func (f *failing) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	i := f.n
+	f.n++
+	f.mu.Unlock()
+	if i < len(f.errs) && f.errs[i] != nil {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, f.errs[i]
+	}
+	return f.next.RoundTrip(r)
+}
+
+// refusedAddr returns the address of a local port nothing listens on.
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// sendError returns the error rt gives a GET of url.
+func sendError(t *testing.T, rt http.RoundTripper, url string) error {
+	t.Helper()
+	resp, err := rt.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
+	if resp != nil {
+		resp.Body.Close()
+	}
+	require.Error(t, err, "the error of a GET of %s", url)
+	return err
+}
+
+// TestFailedRequests has the request after one that left a quota with one
+// request fail in Base, and checks when the next one goes: a request that
+// never reached the server (its dial failed) spent nothing, one that may
+// have reached it before it failed spent the last request.
+func TestFailedRequests(t *testing.T) {
+	const sec = time.Second
+	// The errors net/http gives when nothing listens where it dials.
+	addr := refusedAddr(t)
+	dialErr := sendError(t, &http.Transport{}, "http://"+addr+"/")
+	proxyErr := sendError(t, &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: addr})}, "https://api.test/")
+	for _, tt := range []struct {
+		name     string
+		err      error
+		arrivals []time.Duration
+	}{
+		{"a refused dial spends nothing", dialErr, []time.Duration{0, 0}},
+		{"a refused dial of the proxy spends nothing", proxyErr, []time.Duration{0, 0}},
+		{"a failed DNS lookup spends nothing",
+			&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "api.test", IsNotFound: true}},
+			[]time.Duration{0, 0}},
+		{"a connection lost after the request went spends the last request",
+			&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET},
+			[]time.Duration{0, 60 * sec}},
+		{"an answer cut short spends the last request", io.ErrUnexpectedEOF, []time.Duration{0, 60 * sec}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := &scripted{answers: []scriptedAnswer{{200, http.Header{"Ratelimit": {`"default";r=1;t=60`}}}}}
+				tr := &client.Transport{Base: &failing{next: inMemory{h: srv}, errs: []error{nil, tt.err}}}
+				start := time.Now()
+				spend(t, tr, "http://api.test/")
+				_, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+				require.ErrorIs(t, err, tt.err, "the failed request's error")
+				spend(t, tr, "http://api.test/")
+				assert.Equal(t, tt.arrivals, srv.arrivals(start), "when the server saw each request it was sent")
 			})
 		})
 	}

@@ -16,11 +16,25 @@
 // usable key with the key error handler, a store failure with the error
 // handler (see ratelimit.Limiter.Handler). A request the limiter does not
 // pass on is aborted (gin.Context.Abort): no handler after Middleware
-// runs for it, and nothing is added to the answer. What gin answers
+// runs for it, and nothing is added to the answer.
+//
+// # Redirects
+//
+// A limiter decides each request the client sends once. What gin answers
 // before any middleware runs, its redirects of a trailing slash or a
 // fixed path (RedirectTrailingSlash, RedirectFixedPath), is not counted
-// and has no rate-limit headers; the request to the redirect's target is
-// counted.
+// and has no rate-limit headers; the request the client then sends to
+// the redirect's target is counted. A request that a handler sends
+// through the router again with Engine.HandleContext (an internal
+// redirect, a legacy route forwarding to its successor) is the same
+// request: a Middleware of a limiter that passed it on lets it through
+// without deciding it again, with the headers and, under
+// ratelimit.WithResultInContext, the Result of its one decision, and
+// WithCountIf's keep sees the status its answer ends with. Middleware
+// knows such a request by its context, so a handler that replaces
+// c.Request before HandleContext derives the new request's context from
+// c.Request's. A request that a handler serves through the engine's
+// ServeHTTP is a request of its own, and decided.
 //
 // # What the handlers see
 //

@@ -2,6 +2,7 @@ package ginlimit
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/http"
 
@@ -24,8 +25,16 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 	// Built once: each request passes its gin context to next inside the
 	// writer it is answered on, the only value l.Handler hands on as given.
 	h := l.Handler(http.HandlerFunc(next))
+	key := passedKey{l}
 	return func(c *gin.Context) {
-		x := &exchange{ResponseWriter: c.Writer, c: c}
+		// Engine.HandleContext runs the router again on c, with c.Request
+		// as the handler left it: a request l passed on was decided, and
+		// its headers written, when gin first ran this middleware for it.
+		if x, ok := c.Request.Context().Value(key).(*exchange); ok && x.c == c {
+			x.run()
+			return
+		}
+		x := &exchange{ResponseWriter: c.Writer, c: c, key: key}
 		h.ServeHTTP(x, c.Request)
 		if !x.served {
 			c.Abort()
@@ -33,24 +42,36 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 	}
 }
 
+// passedKey is the context key under which a request that a limiter
+// passed on carries its exchange: one key per limiter, so that each
+// limiter decides a request once, however many routes and groups gin
+// dispatches it through.
+type passedKey struct{ l *ratelimit.Limiter }
+
 // exchange is the writer Middleware gives l.Handler: gin's, unchanged,
-// carrying the gin context for next and whether next ran.
+// carrying the gin context for next, whether next ran, and what a
+// dispatch of the same request again needs to run the chain as next did.
 type exchange struct {
 	gin.ResponseWriter
 	c      *gin.Context
+	key    passedKey
 	served bool
+	// watched is the writer l.Handler gave next under WithCountIf, which
+	// notes the status and any hijack for keep; nil otherwise.
+	watched  http.ResponseWriter
+	hijacked bool
 }
 
 // Unwrap returns gin's writer, for http.ResponseController.
 func (x *exchange) Unwrap() http.ResponseWriter { return x.ResponseWriter }
 
 // next is l.Handler's next handler: it resumes the gin chain with the
-// request l.Handler passes on.
+// request l.Handler passes on, marked as passed on by this limiter.
 func next(w http.ResponseWriter, r *http.Request) {
 	x := exchangeOf(w)
 	x.served = true
 	c := x.c
-	c.Request = r
+	c.Request = r.WithContext(context.WithValue(r.Context(), x.key, x))
 	if w == http.ResponseWriter(x) {
 		c.Next()
 		return
@@ -60,16 +81,29 @@ func next(w http.ResponseWriter, r *http.Request) {
 	// status only on the first write or when the whole chain is done:
 	// so tell it the status gin holds once the chain returns. gin's
 	// WriteHeader of the status it already holds changes nothing, and
-	// sends nothing yet. A hijack goes through the wrapper, which keeps
-	// a hijacked request counted.
+	// sends nothing yet.
+	x.watched = w
 	gw := c.Writer
-	hw := &hijackWriter{ResponseWriter: gw, w: w}
-	c.Writer = hw
-	c.Next()
-	c.Writer = gw
-	if !hw.hijacked {
+	x.run()
+	if !x.hijacked {
 		w.WriteHeader(gw.Status())
 	}
+}
+
+// run runs the rest of the gin chain. Under WithCountIf a hijack of
+// c.Writer goes through the watched writer, which keeps a hijacked
+// request counted, in a dispatch of the request again too (HandleContext
+// gives the handlers gin's own writer afresh).
+func (x *exchange) run() {
+	c := x.c
+	if x.watched == nil {
+		c.Next()
+		return
+	}
+	gw := c.Writer
+	c.Writer = &hijackWriter{ResponseWriter: gw, x: x}
+	c.Next()
+	c.Writer = gw
 }
 
 // exchangeOf finds the exchange in w: w itself, or what WithCountIf's
@@ -87,19 +121,18 @@ func exchangeOf(w http.ResponseWriter) *exchange {
 	}
 }
 
-// hijackWriter is gin's writer whose Hijack goes through w, the writer
-// WithCountIf watches.
+// hijackWriter is gin's writer whose Hijack goes through x.watched, the
+// writer WithCountIf watches.
 type hijackWriter struct {
 	gin.ResponseWriter
-	w        http.ResponseWriter
-	hijacked bool
+	x *exchange
 }
 
 // Hijack implements http.Hijacker.
 func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, rw, err := http.NewResponseController(h.w).Hijack()
+	conn, rw, err := http.NewResponseController(h.x.watched).Hijack()
 	if err == nil {
-		h.hijacked = true
+		h.x.hijacked = true
 	}
 	return conn, rw, err
 }

@@ -412,13 +412,20 @@ func TestCountIfOnlyFailures(t *testing.T) {
 
 // TestCountIfHijackStaysCounted: a handler that takes over the
 // connection through c.Writer stays counted, whatever it answers, as
-// under l.Handler.
+// under l.Handler, in a request forwarded with HandleContext too.
 func TestCountIfHijackStaysCounted(t *testing.T) {
+	for _, path := range []string{"/hello", "/old"} {
+		t.Run(path, func(t *testing.T) { testCountIfHijack(t, path) })
+	}
+}
+
+func testCountIfHijack(t *testing.T, path string) {
 	l := newLimiter(t, 3, ratelimit.KeyByIP(), frozen(), ratelimit.WithCountIf(func(_ *http.Request, status int) bool {
 		return status == http.StatusUnauthorized
 	}))
 	r := gin.New()
 	r.Use(ginlimit.Middleware(l))
+	r.GET("/old", forward(r, "/hello"))
 	r.GET("/hello", func(c *gin.Context) {
 		conn, rw, err := c.Writer.Hijack()
 		if err != nil {
@@ -432,7 +439,7 @@ func TestCountIfHijackStaysCounted(t *testing.T) {
 	srv := httptest.NewServer(r)
 	defer srv.Close()
 
-	resp, err := http.Get(srv.URL + "/hello")
+	resp, err := http.Get(srv.URL + path)
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -528,4 +535,184 @@ func TestConcurrentExactCounts(t *testing.T) {
 
 func TestNilLimiterPanics(t *testing.T) {
 	assert.PanicsWithValue(t, "ginlimit: Middleware: nil Limiter", func() { ginlimit.Middleware(nil) })
+}
+
+// forward is a handler that re-dispatches its request to path, as gin
+// documents for an internal redirect.
+func forward(r *gin.Engine, path string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Request.URL.Path = path
+		r.HandleContext(c)
+	}
+}
+
+// TestHandleContextDecidesOnce: a request that a handler re-dispatches
+// with HandleContext is decided once, whichever routes the limiter
+// guards, and its answer has the headers of that one decision.
+func TestHandleContextDecidesOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		path   string
+		opts   []ratelimit.Option
+		routes func(r *gin.Engine, l *ratelimit.Limiter, h gin.HandlerFunc)
+	}{
+		{"site-wide", "/old", nil, func(r *gin.Engine, l *ratelimit.Limiter, h gin.HandlerFunc) {
+			r.Use(ginlimit.Middleware(l))
+			r.GET("/old", forward(r, "/new"))
+			r.GET("/new", h)
+		}},
+		{"site-wide, count if", "/old", []ratelimit.Option{ratelimit.WithCountIf(func(*http.Request, int) bool { return true })},
+			func(r *gin.Engine, l *ratelimit.Limiter, h gin.HandlerFunc) {
+				r.Use(ginlimit.Middleware(l))
+				r.GET("/old", forward(r, "/new"))
+				r.GET("/new", h)
+			}},
+		{"site-wide, result in context", "/old", []ratelimit.Option{ratelimit.WithResultInContext()},
+			func(r *gin.Engine, l *ratelimit.Limiter, h gin.HandlerFunc) {
+				r.Use(ginlimit.Middleware(l))
+				r.GET("/old", forward(r, "/new"))
+				r.GET("/new", h)
+			}},
+		{"site-wide, from no route", "/missing", nil, func(r *gin.Engine, l *ratelimit.Limiter, h gin.HandlerFunc) {
+			r.Use(ginlimit.Middleware(l))
+			r.NoRoute(forward(r, "/new"))
+			r.GET("/new", h)
+		}},
+		{"forwarded twice", "/v1", nil, func(r *gin.Engine, l *ratelimit.Limiter, h gin.HandlerFunc) {
+			r.Use(ginlimit.Middleware(l))
+			r.GET("/v1", forward(r, "/v2"))
+			r.GET("/v2", forward(r, "/v3"))
+			r.GET("/v3", h)
+		}},
+		{"one Middleware on both routes", "/old", nil, func(r *gin.Engine, l *ratelimit.Limiter, h gin.HandlerFunc) {
+			mw := ginlimit.Middleware(l)
+			r.GET("/old", mw, forward(r, "/new"))
+			r.GET("/new", mw, h)
+		}},
+		{"a Middleware of the limiter per group", "/v1/items", nil, func(r *gin.Engine, l *ratelimit.Limiter, h gin.HandlerFunc) {
+			r.Group("/v1", ginlimit.Middleware(l)).GET("/items", forward(r, "/v2/items"))
+			r.Group("/v2", ginlimit.Middleware(l)).GET("/items", h)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLimiter(t, 3, ratelimit.KeyByIP(), append(tc.opts, frozen())...)
+			runs := 0
+			r := gin.New()
+			tc.routes(r, l, func(c *gin.Context) {
+				runs++
+				c.String(http.StatusOK, "hello\n")
+			})
+			for i, want := range []struct {
+				status    int
+				remaining string
+				retry     string
+				body      string
+			}{
+				{200, "2", "", "hello\n"},
+				{200, "1", "", "hello\n"},
+				{200, "0", "", "hello\n"},
+				{429, "0", "60", deniedBody},
+			} {
+				w := serve(r, httptest.NewRequest(http.MethodGet, tc.path, nil))
+				assert.Equal(t, want.status, w.Code, "request %d: status", i+1)
+				assert.Equal(t, want.body, w.Body.String(), "request %d: body", i+1)
+				assert.Equal(t, want.remaining, w.Header().Get("X-Ratelimit-Remaining"), "request %d: X-RateLimit-Remaining", i+1)
+				assert.Equal(t, `"default";r=`+want.remaining+";t=60", w.Header().Get("Ratelimit"), "request %d: RateLimit", i+1)
+				assert.Equal(t, want.retry, w.Header().Get("Retry-After"), "request %d: Retry-After", i+1)
+			}
+			assert.Equal(t, 3, runs, "handler runs for 3 allowed and 1 refused requests")
+			assert.Equal(t, 0, remaining(t, l), "remaining after 3 allowed requests")
+		})
+	}
+}
+
+// TestHandleContextKeepsTheDecision: the handler a request is forwarded
+// to reads the one decision, and WithCountIf keeps the request counted by
+// the status that handler answers.
+func TestHandleContextKeepsTheDecision(t *testing.T) {
+	l := newLimiter(t, 3, ratelimit.KeyByIP(), frozen(), ratelimit.WithResultInContext(),
+		ratelimit.WithCountIf(func(_ *http.Request, status int) bool { return status == http.StatusUnauthorized }))
+	r := gin.New()
+	r.Use(ginlimit.Middleware(l))
+	r.GET("/old", forward(r, "/new"))
+	r.GET("/new", func(c *gin.Context) {
+		res, _ := ratelimit.FromContext(c.Request.Context())
+		status := http.StatusOK
+		if c.Query("pw") != "right" {
+			status = http.StatusUnauthorized
+		}
+		c.String(status, "%d", res.Remaining)
+	})
+	for i, tc := range []struct {
+		pw        string
+		status    int
+		body      string
+		remaining int
+	}{
+		{"wrong", 401, "2", 2},
+		{"right", 200, "1", 2},
+		{"wrong", 401, "1", 1},
+	} {
+		w := serve(r, httptest.NewRequest(http.MethodGet, "/old?pw="+tc.pw, nil))
+		assert.Equal(t, tc.status, w.Code, "request %d: status", i+1)
+		assert.Equal(t, tc.body, w.Body.String(), "request %d: the remaining the handler read", i+1)
+		assert.Equal(t, tc.body, w.Header().Get("X-Ratelimit-Remaining"), "request %d: X-RateLimit-Remaining", i+1)
+		assert.Equal(t, tc.remaining, remaining(t, l), "request %d: remaining", i+1)
+	}
+}
+
+// TestHandleContextTwoLimiters: a forwarded request is decided once by
+// each limiter it passes, a site-wide one and the target route's own,
+// and carries the inner one's headers, as any request that passes two
+// limiters.
+func TestHandleContextTwoLimiters(t *testing.T) {
+	site := newLimiter(t, 5, ratelimit.KeyByIP(), frozen(), ratelimit.WithName("site"))
+	route := newLimiter(t, 2, ratelimit.KeyByIP(), frozen(), ratelimit.WithName("route"))
+	runs := 0
+	r := gin.New()
+	r.Use(ginlimit.Middleware(site))
+	r.GET("/old", forward(r, "/new"))
+	r.GET("/new", ginlimit.Middleware(route), func(c *gin.Context) {
+		runs++
+		c.String(http.StatusOK, "hello\n")
+	})
+	for i, want := range []struct {
+		status    int
+		ratelimit string
+	}{
+		{200, `"route";r=1;t=60`},
+		{200, `"route";r=0;t=60`},
+		{429, `"route";r=0;t=60`},
+	} {
+		w := serve(r, httptest.NewRequest(http.MethodGet, "/old", nil))
+		assert.Equal(t, want.status, w.Code, "request %d: status", i+1)
+		assert.Equal(t, want.ratelimit, w.Header().Get("Ratelimit"), "request %d: RateLimit", i+1)
+	}
+	assert.Equal(t, 2, runs, "handler runs")
+	assert.Equal(t, 2, remaining(t, site), "site-wide remaining after 3 requests")
+	assert.Equal(t, 0, remaining(t, route), "the route's remaining after 3 requests")
+}
+
+// TestEngineServedAgainDecidesAgain: a handler that serves a request of
+// its own through the engine (a batch of requests in one) has it
+// decided, even with the context of the request it serves: only gin's
+// dispatch of the same gin.Context again is decided once.
+func TestEngineServedAgainDecidesAgain(t *testing.T) {
+	l := newLimiter(t, 3, ratelimit.KeyByIP(), frozen())
+	var inner []int
+	r := gin.New()
+	r.Use(ginlimit.Middleware(l))
+	r.GET("/batch", func(c *gin.Context) {
+		for range 2 {
+			req := httptest.NewRequestWithContext(c.Request.Context(), http.MethodGet, "/hello", nil)
+			inner = append(inner, serve(r, req).Code)
+		}
+		c.String(http.StatusOK, "done\n")
+	})
+	r.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, "hello\n") })
+
+	w := serve(r, httptest.NewRequest(http.MethodGet, "/batch", nil))
+	assert.Equal(t, http.StatusOK, w.Code, "status")
+	assert.Equal(t, []int{200, 200}, inner, "the statuses of the requests of the batch")
+	assert.Equal(t, 0, remaining(t, l), "remaining after a batch of two")
 }
