@@ -420,13 +420,15 @@ local function counterLoad(k)
 end
 
 -- counterRoll moves the counts to now's fixed window; moved reports a
--- clock that stepped back, whose counts move to now's window and are to
--- be written.
+-- clock that stepped back past the window's start, whose counts all move
+-- to now's window and are to be written: both windows' counts, since the
+-- previous window is now's or later, so that nothing counted is lost, as
+-- the log rewrites the instants ahead of the clock as now.
 local function counterRoll(idx, cur, prev, w, now)
   local widx = floor(now / w)
   if idx == nil or idx < widx - 1 then return widx, 0, 0, false end
   if idx == widx - 1 then return widx, 0, cur, false end
-  if idx > widx and idx * w - now > TOL then return widx, cur, prev, true end
+  if idx > widx and idx * w - now > TOL then return widx, cur + prev, 0, true end
   return idx, cur, prev, false
 end
 
