@@ -519,10 +519,23 @@ A.p = {
   end,
   prepare = function(c, q)
     -- The server's clock picks the period, of the caller's or either
-    -- side of it, whichever way the two clocks disagree at a boundary.
-    local s, e = q.pstart, q.pend
-    if c.now >= e then s, e = e, q.pnext elseif c.now < s then s, e = q.pprev, s end
-    if q.start == nil or q.start < s then q.start, q.n = s, 0 end
+    -- side of it, whichever way the two clocks disagree at a boundary;
+    -- after is the end of the period after it, if the caller sent it.
+    local s, e, after = q.pstart, q.pend, q.pnext
+    if c.now >= e then s, e, after = e, q.pnext, nil elseif c.now < s then s, e, after = q.pprev, s, q.pend end
+    if q.start == nil or q.start < s then
+      q.start, q.n = s, 0
+    elseif q.start == e and after then
+      -- The clock stepped back into the period before the count's: the
+      -- count stands until its own period ends, since the clock comes
+      -- back to that period before any other.
+      e = after
+    elseif q.start > s then
+      -- Further back: the count moves to now's period, as the log
+      -- rewrites the instants ahead of the clock as now.
+      q.start = s
+      if not c.ro then redis.call('SET', q.k, dec(s) .. ':' .. dec(q.n), 'PX', ttl(c, e)) end
+    end
     q.pend = e
     q.lend = e
     q.w = e - q.start

@@ -19,6 +19,9 @@ func (s *suite) clockStepsBack(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/%v back", a, back), func(t *testing.T) { s.rollingStepBack(t, a, back) })
 		}
 	}
+	for _, back := range []time.Duration{2 * time.Second, 25 * time.Hour} {
+		t.Run(fmt.Sprintf("Daily/%v back", back), func(t *testing.T) { s.calendarStepBack(t, back) })
+	}
 }
 
 // rollingStepBack fills a quota of 10 a minute under a, 9 requests a
@@ -50,5 +53,30 @@ func (s *suite) rollingStepBack(t *testing.T, a ratelimit.Algorithm, back time.D
 	clk.Set(start.Add(1500 * time.Millisecond))
 	if res := take(t, st, "k", ps, 1); res.Allowed || res.Reset <= 0 {
 		t.Errorf("the 12th, the clock caught up: %+v, want refused with a Reset to come, the 10 still counted", res)
+	}
+}
+
+// calendarStepBack spends a daily quota a second into a day, then steps
+// the clock back by back: into the day before, or the one before that.
+// The next request is refused; after a step into the day before, until
+// the spent day ends (its At and RetryAfter reach the day's end), since
+// the clock comes back to that day before any other.
+func (s *suite) calendarStepBack(t *testing.T, back time.Duration) {
+	p := ratelimit.Policy{Name: "quota", Limit: 3, Algorithm: ratelimit.Daily}
+	s.skipUnless(t, p)
+	st, clk := s.store(t)
+	ps := set(t, p)
+	day := clk.Now().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	clk.Set(day.Add(time.Second))
+	if n := takeN(t, st, "k", ps, 3); n != 3 {
+		t.Fatalf("%d of 3 allowed in the day, want 3", n)
+	}
+	clk.Set(day.Add(time.Second - back))
+	res := take(t, st, "k", ps, 1)
+	if res.Allowed || res.Reset <= 0 {
+		t.Errorf("the clock %v back: %+v, want refused with a Reset to come, the day's 3 still counted", back, res)
+	}
+	if end := day.Add(24 * time.Hour); back < 24*time.Hour && res.At.Add(res.RetryAfter).Before(end) {
+		t.Errorf("the clock %v back: refused at %v for %v, want until the spent day ends at %v", back, res.At, res.RetryAfter, end)
 	}
 }
