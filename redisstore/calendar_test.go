@@ -54,3 +54,44 @@ func TestCalendarCallerAheadOfTheServer(t *testing.T) {
 		t.Error("a third request in the new day: admitted")
 	}
 }
+
+// TestCalendarStepBackKeepsTheDay: a server whose clock steps back across
+// midnight (a failover to a replica whose clock is behind) into the day
+// before counts its requests in the day it had counted in, and keeps that
+// day's count until the day ends by its clock: it expired when its clock
+// reached midnight again, which gave the day a second quota.
+func TestCalendarStepBackKeepsTheDay(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	st, p := newStore(t, c)
+	set := policySet(t, ratelimit.Policy{Name: "d", Limit: 3, Algorithm: ratelimit.Daily})
+	takeOK(t, st, "warm", set, 1) // loads the library
+	key := stateKey(p, "k", set, "d")
+	// take calls the function as the store does, with the server's
+	// clock at now and no expiry slack, and reports whether it admitted.
+	take := func(now time.Time) bool {
+		t.Helper()
+		r, err := c.FCall(ctx, redisstore.FnTake, []string{key}, strconv.FormatInt(now.UnixMicro(), 10), "0",
+			1, 0, "p", 3, redisstore.PeriodBounds(set.At(0), now)).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r[1] == 1
+	}
+	midnight := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	for i := range 2 {
+		if !take(midnight.Add(time.Second)) {
+			t.Fatalf("the day's request %d: refused", i+1)
+		}
+	}
+	if !take(midnight.Add(-time.Second)) {
+		t.Fatal("the third, the clock 2 s back in the day before: refused, want counted in the day")
+	}
+	// The day ends a day and a second after the clock's reading.
+	if ttl := c.PTTL(ctx, key).Val(); ttl < 24*time.Hour {
+		t.Errorf("PTTL %v, want the day's count kept until the day ends, a day and a second on", ttl)
+	}
+	if take(midnight.Add(2 * time.Second)) {
+		t.Error("a fourth request in the day: admitted")
+	}
+}

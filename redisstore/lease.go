@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slidelog/ratelimit"
@@ -218,17 +219,26 @@ func (l *lease) expire() *grant {
 func (s *Store) release(ctx context.Context, grants ...*grant) {
 	ctx = context.WithoutCancel(ctx)
 	for _, g := range grants {
-		if g == nil {
-			continue
-		}
-		args := append(s.args(g.set, 0, g.at.UnixMicro()), g.unused)
-		for _, m := range g.marks {
-			args = append(args, m)
-		}
-		if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, g.key, g.set, true), args); err != nil {
-			s.fail(err)
+		if g != nil {
+			s.giveBack(ctx, g)
 		}
 	}
+}
+
+// giveBack gives back g's unused slots in one call, counting a failure.
+// It reports whether the call failed after waiting out the whole timeout,
+// as every call does while Redis hangs.
+func (s *Store) giveBack(ctx context.Context, g *grant) (hung bool) {
+	args := append(s.args(g.set, 0, g.at.UnixMicro()), g.unused)
+	for _, m := range g.marks {
+		args = append(args, m)
+	}
+	start := time.Now()
+	if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, g.key, g.set, true), args); err != nil {
+		s.fail(err)
+		return time.Since(start) >= s.timeout
+	}
+	return false
 }
 
 // janitor gives back the unused slots of leases that have ended, until
@@ -253,14 +263,46 @@ func (s *Store) janitor(stop <-chan struct{}, done chan<- struct{}) {
 // releaseEnded gives back the unused slots of the leases that have ended,
 // or of all of them.
 func (s *Store) releaseEnded(all bool) {
+	var gs []*grant
 	for i := range s.leases.slots {
 		l := &s.leases.slots[i]
 		l.mu.Lock()
-		var g *grant
 		if l.left > 0 && (all || s.mono() >= l.until) {
-			g = l.expire()
+			gs = append(gs, l.expire())
 		}
 		l.mu.Unlock()
-		s.release(context.Background(), g)
 	}
+	s.giveBackAll(gs)
+}
+
+// sweepCalls is how many calls a sweep of the janitor makes at a time:
+// enough that a sweep of many leases takes a few round trips, few enough
+// to leave the client's pool (by default 10 connections a CPU) to
+// requests.
+const sweepCalls = 8
+
+// giveBackAll gives back each of grants, sweepCalls calls at a time. Once
+// a call has waited out the whole timeout, Redis is taken for hung and
+// the grants not yet sent are dropped, their slots counted in Redis until
+// they leave their windows, as those of a call that failed: each would
+// wait as long, and a sweep that waited for them in turn would hold Close
+// for a timeout a lease. A sweep thus lasts about one timeout while Redis
+// hangs; when it answers, every grant is given back.
+func (s *Store) giveBackAll(grants []*grant) {
+	var wg sync.WaitGroup
+	var hung atomic.Bool
+	calls := make(chan struct{}, sweepCalls)
+	for _, g := range grants {
+		calls <- struct{}{}
+		if hung.Load() {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-calls }()
+			if s.giveBack(context.Background(), g) {
+				hung.Store(true)
+			}
+		})
+	}
+	wg.Wait()
 }

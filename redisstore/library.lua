@@ -420,13 +420,15 @@ local function counterLoad(k)
 end
 
 -- counterRoll moves the counts to now's fixed window; moved reports a
--- clock that stepped back, whose counts move to now's window and are to
--- be written.
+-- clock that stepped back past the window's start, whose counts all move
+-- to now's window and are to be written: both windows' counts, since the
+-- previous window is now's or later, so that nothing counted is lost, as
+-- the log rewrites the instants ahead of the clock as now.
 local function counterRoll(idx, cur, prev, w, now)
   local widx = floor(now / w)
   if idx == nil or idx < widx - 1 then return widx, 0, 0, false end
   if idx == widx - 1 then return widx, 0, cur, false end
-  if idx > widx and idx * w - now > TOL then return widx, cur, prev, true end
+  if idx > widx and idx * w - now > TOL then return widx, cur + prev, 0, true end
   return idx, cur, prev, false
 end
 
@@ -517,10 +519,23 @@ A.p = {
   end,
   prepare = function(c, q)
     -- The server's clock picks the period, of the caller's or either
-    -- side of it, whichever way the two clocks disagree at a boundary.
-    local s, e = q.pstart, q.pend
-    if c.now >= e then s, e = e, q.pnext elseif c.now < s then s, e = q.pprev, s end
-    if q.start == nil or q.start < s then q.start, q.n = s, 0 end
+    -- side of it, whichever way the two clocks disagree at a boundary;
+    -- after is the end of the period after it, if the caller sent it.
+    local s, e, after = q.pstart, q.pend, q.pnext
+    if c.now >= e then s, e, after = e, q.pnext, nil elseif c.now < s then s, e, after = q.pprev, s, q.pend end
+    if q.start == nil or q.start < s then
+      q.start, q.n = s, 0
+    elseif q.start == e and after then
+      -- The clock stepped back into the period before the count's: the
+      -- count stands until its own period ends, since the clock comes
+      -- back to that period before any other.
+      e = after
+    elseif q.start > s then
+      -- Further back: the count moves to now's period, as the log
+      -- rewrites the instants ahead of the clock as now.
+      q.start = s
+      if not c.ro then redis.call('SET', q.k, dec(s) .. ':' .. dec(q.n), 'PX', ttl(c, e)) end
+    end
     q.pend = e
     q.lend = e
     q.w = e - q.start

@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -142,6 +144,86 @@ func TestCloseReturnsLeaseGrantedInFlight(t *testing.T) {
 	}
 	if r.Remaining != limit-2 {
 		t.Errorf("after Close: %d remaining, want %d: 2 requests admitted, the lease's slots given back", r.Remaining, limit-2)
+	}
+}
+
+// leasedKeys takes twice from each of n keys of st under set, so that
+// each holds a lease, and returns them: keys whose leases take slots of
+// their own in st's table, so that none waits for another's to end.
+func leasedKeys(t *testing.T, st *redisstore.Store, set ratelimit.PolicySet, n int) []string {
+	t.Helper()
+	var ks []string
+	for i := 0; len(ks) < n; i++ {
+		k := "k" + strconv.Itoa(i)
+		if slices.ContainsFunc(ks, func(o string) bool { return redisstore.SameLeaseSlot(st, k, o, set) }) {
+			continue
+		}
+		ks = append(ks, k)
+		takeOK(t, st, k, set, 1)
+		takeOK(t, st, k, set, 1) // the key is busy: it asks for a lease
+	}
+	return ks
+}
+
+// TestCloseGivesBackManyLeases: Close gives back the unused slots of every
+// lease the store holds, on many keys at once, when Redis answers.
+func TestCloseGivesBackManyLeases(t *testing.T) {
+	c := sharedClient(t)
+	at := time.Now()
+	leased, p := newStore(t, c, redisstore.WithLeases(true),
+		redisstore.WithLocalClock(func() time.Time { return at })) // no lease ends but by Close
+	plain, err := redisstore.New(c, redisstore.WithPrefix(p), redisstore.WithRefusalCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	ctx := context.Background()
+	const limit = 1000
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour})
+	ks := leasedKeys(t, leased, pol, 40)
+	for _, k := range ks {
+		if r, err := plain.Peek(ctx, k, pol); err != nil || r.Remaining >= limit-2 {
+			t.Fatalf("key %s: %+v, %v; want a lease's slots counted beyond its 2 requests", k, r, err)
+		}
+	}
+	returns(t, "Close", func() { leased.Close() })
+	for _, k := range ks {
+		if r, err := plain.Peek(ctx, k, pol); err != nil || r.Remaining != limit-2 {
+			t.Errorf("key %s after Close: %+v, %v; want %d remaining, the lease's slots given back", k, r, err, limit-2)
+		}
+	}
+	if f := leased.Failures(); f != 0 {
+		t.Errorf("Failures() = %d, want 0", f)
+	}
+}
+
+// TestCloseUnderHungRedis: Close of a store holding many leases while
+// Redis hangs returns within about one timeout, not one timeout per lease
+// given back in turn (20 leases: 20 timeouts).
+func TestCloseUnderHungRedis(t *testing.T) {
+	sharedClient(t) // skip without Redis
+	px := startProxy(t, redisAddr())
+	c := redis.NewClient(clientOptions(px.addr()))
+	t.Cleanup(func() { c.Close() })
+	const timeout = 250 * time.Millisecond
+	at := time.Now()
+	leased, _ := newStore(t, c, redisstore.WithLeases(true), redisstore.WithTimeout(timeout),
+		redisstore.WithLocalClock(func() time.Time { return at })) // no lease ends but by Close
+	const n = 20
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 1000, Window: time.Hour})
+	leasedKeys(t, leased, pol, n)
+	px.setDelay(time.Hour)
+	start := time.Now()
+	returns(t, "Close", func() { leased.Close() })
+	took := time.Since(start)
+	px.setDelay(0)
+	// In turn, the returns took n timeouts: a bound of half that leaves
+	// a loaded machine n/2 timeouts of slack over the one they take.
+	if took > n*timeout/2 {
+		t.Errorf("Close of %d leases under a hung Redis took %v, want about the timeout of %v (under %v)", n, took, timeout, n*timeout/2)
+	}
+	if f := leased.Failures(); f == 0 {
+		t.Error("Failures() = 0, want the returns that timed out counted")
 	}
 }
 

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"math/big"
 	"math/rand/v2"
 	"slices"
@@ -112,7 +113,9 @@ func TestArithmetic(t *testing.T) {
 // filled its quota, for each algorithm: the window goes on sliding from
 // the new time, so the client waits at most about a window, as RetryAfter
 // says, not the hour plus a window it took before instants ahead of the
-// clock were read as evidence of a step. After a step within the
+// clock were read as evidence of a step. A day's quota waits for the end
+// of the day its count is in, or, after a step back of more than a day,
+// of the clock's day: as RetryAfter says. After a step within the
 // tolerance, a request is decided at the server's time and logged at the
 // newest instant, so that the log stays in order.
 func TestClockStepsBack(t *testing.T) {
@@ -131,6 +134,34 @@ func TestClockStepsBack(t *testing.T) {
 				t.Fatalf("an hour back: %+v, want refused for at most 2s at the new time %v", res, clk.Now())
 			}
 			clk.Advance(res.RetryAfter)
+			if res := takeOK(t, st, "k", set, 1); !res.Allowed {
+				t.Errorf("after the RetryAfter it gave: %+v, want allowed", res)
+			}
+		})
+	}
+	// A day's quota spent at noon: stepped back into the day before, the
+	// count stands until its own day ends; from further back it moves to
+	// the clock's day, which then ends first. Either way the RetryAfter
+	// given is when a request fits again.
+	for _, tt := range []struct {
+		back, wait time.Duration
+	}{{13 * time.Hour, 25 * time.Hour}, {37 * time.Hour, time.Hour}} {
+		t.Run(fmt.Sprintf("Daily/%v back", tt.back), func(t *testing.T) {
+			clk := storetest.Clock{}
+			clk.Set(T)
+			st, _ := clockedStore(t, c, &clk, redisstore.WithRefusalCache(0))
+			set := policySet(t, ratelimit.Policy{Name: "p", Limit: 3, Algorithm: ratelimit.Daily})
+			takeOK(t, st, "k", set, 3)
+			clk.Set(T.Add(-tt.back))
+			res := takeOK(t, st, "k", set, 1)
+			if res.Allowed || res.RetryAfter != tt.wait || !res.At.Equal(clk.Now()) {
+				t.Fatalf("%v back: %+v, want refused for %v at the new time %v", tt.back, res, tt.wait, clk.Now())
+			}
+			clk.Advance(res.RetryAfter - time.Microsecond)
+			if res := takeOK(t, st, "k", set, 1); res.Allowed {
+				t.Errorf("a µs before the RetryAfter it gave: %+v, want refused", res)
+			}
+			clk.Advance(time.Microsecond)
 			if res := takeOK(t, st, "k", set, 1); !res.Allowed {
 				t.Errorf("after the RetryAfter it gave: %+v, want allowed", res)
 			}

@@ -503,6 +503,14 @@ func (s *Store) Stats() ratelimit.Stats {
 // what leases did not use, and the fallback store New made for FailLocal,
 // if any. It does not close the Redis client. Close is safe to call more
 // than once.
+//
+// With leases on, Close first gives back the unused slots of every lease,
+// a few calls at a time. While Redis hangs it returns within about two
+// timeouts (WithTimeout), however many leases the store holds: one for a
+// sweep of the janitor in progress, one for its own, which sends no more
+// once a call has waited out the timeout. The slots not given back stay
+// counted in Redis until they leave their windows (a calendar quota's
+// until its period ends), as after any return that failed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)

@@ -23,7 +23,7 @@
 // arguments; expiry; context cancellation; Peek, Reset and Refund,
 // refunds after a Reset and refunds of a share GCRA has refilled; calendar
 // periods across month ends, leap days and changes of daylight saving
-// time; and limits that change, counting on where the old limit left off,
+// time; a clock that steps back; and limits that change, counting on where the old limit left off,
 // under a Limiter whose lookup changes them while 32 goroutines send. The
 // memory store and package redisstore run it in their own tests.
 //
@@ -142,5 +142,6 @@ func (s *suite) cases() []suiteCase {
 		{"Calendar", true, s.calendarCase},
 		{"LimitChange", true, s.limitChange},
 		{"LimitChangeUnderConcurrency", true, s.limitChangeUnderConcurrency},
+		{"ClockStepsBack", true, s.clockStepsBack},
 	}
 }
