@@ -36,3 +36,6 @@ var FnTake = fnTake
 // PeriodBounds is periodBounds: a calendar policy's bounds as the
 // functions take them, from a caller's clock at now.
 func PeriodBounds(p ratelimit.Policy, now time.Time) string { return periodBounds(p, now) }
+
+// SweepCalls is sweepCalls: the lease returns a sweep sends at once.
+const SweepCalls = sweepCalls
