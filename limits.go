@@ -49,7 +49,9 @@ import (
 // a minute, it has 900 more in the current window, not 1,000; lowered, it
 // is refused until its window holds fewer than the new limit (GCRA keeps
 // the share of its bucket in use instead: see GCRA). A changed window,
-// algorithm or name is another quota, which starts afresh. The cache holds
+// algorithm or name is another quota, which starts afresh; so is a policy
+// added or taken away, and with it every count of the client, since a
+// count belongs to a set of policies (see PolicySet.ID). The cache holds
 // at most 65,536 keys.
 //
 // Give clients limits of their own, not quotas of their own: a memory
