@@ -71,10 +71,13 @@
 //     waits exactly as long as it must, then succeeds;
 //   - no usable key, or an invalid cost (Reject): by the KeyError's HTTP
 //     status, 401 as UNAUTHENTICATED (its challenge as www-authenticate
-//     metadata), 403 as PERMISSION_DENIED, 400, 413 and 431 as
-//     INVALID_ARGUMENT, 500 (a misconfigured Keyer) as INTERNAL; a cost
-//     above a policy's limit is INVALID_ARGUMENT, not RESOURCE_EXHAUSTED,
-//     since no wait can make it fit and clients retry RESOURCE_EXHAUSTED;
+//     metadata), 403 as PERMISSION_DENIED, 400, 413, 431 and any other
+//     4xx as INVALID_ARGUMENT, 502, 503 and 504 (a Keyer whose own backend
+//     failed: a retry may succeed) as UNAVAILABLE, 500 (a misconfigured
+//     Keyer, a KeyError of 429 included) and any other 5xx as INTERNAL; a
+//     cost above a policy's limit is INVALID_ARGUMENT, not
+//     RESOURCE_EXHAUSTED, since no wait can make it fit and clients retry
+//     RESOURCE_EXHAUSTED;
 //   - the store could not decide (Fail): UNAVAILABLE with a RetryInfo and
 //     pushback of one second, as HTTP's 503 with Retry-After: 1.
 //

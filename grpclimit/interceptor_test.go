@@ -187,6 +187,20 @@ func TestRejections(t *testing.T) {
 			code: codes.PermissionDenied, msg: "banned"},
 		{name: "misconfigured key", key: keyErr(http.StatusInternalServerError, "500 Internal Server Error: rate-limit key misconfigured"),
 			code: codes.Internal, msg: "rate-limit key misconfigured"},
+		// A 429 is the limiter's refusal alone: a Keyer's is a misconfigured
+		// Keyer, as over HTTP, and not a RESOURCE_EXHAUSTED without a wait.
+		{name: "KeyError of 429", key: keyErr(http.StatusTooManyRequests, "429 Too Many Requests: "+secret),
+			code: codes.Internal, msg: "rate-limit key misconfigured"},
+		// A Keyer whose own backend is down: a retry may succeed, as the
+		// client of HTTP's 503 knows.
+		{name: "key service unavailable", key: keyErr(http.StatusServiceUnavailable, "503 Service Unavailable: try again later"),
+			code: codes.Unavailable, msg: "try again later"},
+		{name: "key service timed out", key: keyErr(http.StatusGatewayTimeout, "504 Gateway Timeout: try again later"),
+			code: codes.Unavailable, msg: "try again later"},
+		{name: "key service failed", key: keyErr(http.StatusBadGateway, "502 Bad Gateway: try again later"),
+			code: codes.Unavailable, msg: "try again later"},
+		{name: "other 5xx", key: keyErr(http.StatusNotImplemented, "501 Not Implemented: no keys here"),
+			code: codes.Internal, msg: "no keys here"},
 		{name: "no client address (bufconn)", key: ratelimit.KeyByIP(),
 			code: codes.InvalidArgument, msg: "no client address"},
 		{name: "error that is not a KeyError", key: ratelimit.KeyFunc(func(*http.Request) (string, error) { return "", errors.New(secret) }),
@@ -202,23 +216,42 @@ func TestRejections(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var called atomic.Bool
 			l := newLimiter(t, 3, time.Minute, tc.key, tc.opts...)
-			cc := server{l: l, echo: &echoServer{say: func(_ context.Context, in string) (string, error) {
-				called.Store(true)
-				return in, nil
-			}}}.serveBufconn(t)
+			cc := server{l: l, echo: &echoServer{
+				say: func(_ context.Context, in string) (string, error) {
+					called.Store(true)
+					return in, nil
+				},
+				chat: func(grpc.ServerStream) error {
+					called.Store(true)
+					return nil
+				},
+			}}.serveBufconn(t)
 			ctx := metadata.AppendToOutgoingContext(context.Background(), tc.md...)
-			var trailer metadata.MD
-			_, err := say(ctx, cc, "hi", grpc.Trailer(&trailer))
-			st := status.Convert(err)
-			if st.Code() != tc.code || st.Message() != tc.msg {
-				t.Errorf("status %v %q, want %v %q", st.Code(), st.Message(), tc.code, tc.msg)
-			}
-			if strings.Contains(st.Message(), secret) || strings.Contains(st.Message(), "kkk") {
-				t.Errorf("message %q repeats the client's input or an internal error", st.Message())
-			}
-			for k, want := range tc.trailer {
-				if got := trailer.Get(k); len(got) != 1 || got[0] != want {
-					t.Errorf("trailer %s = %q, want %q", k, got, want)
+			// A unary call and a stream, refused as it opens, end alike.
+			for _, kind := range []string{"unary", "stream"} {
+				var err error
+				var trailer metadata.MD
+				if kind == "unary" {
+					_, err = say(ctx, cc, "hi", grpc.Trailer(&trailer))
+				} else {
+					cs, serr := cc.NewStream(ctx, chatDesc, chatMethod)
+					if serr != nil {
+						t.Fatalf("NewStream: %v", serr)
+					}
+					_, err = exchange(cs, "hi")
+					trailer = cs.Trailer()
+				}
+				st := status.Convert(err)
+				if st.Code() != tc.code || st.Message() != tc.msg {
+					t.Errorf("%s: status %v %q, want %v %q", kind, st.Code(), st.Message(), tc.code, tc.msg)
+				}
+				if strings.Contains(st.Message(), secret) || strings.Contains(st.Message(), "kkk") {
+					t.Errorf("%s: message %q repeats the client's input or an internal error", kind, st.Message())
+				}
+				for k, want := range tc.trailer {
+					if got := trailer.Get(k); len(got) != 1 || got[0] != want {
+						t.Errorf("%s: trailer %s = %q, want %q", kind, k, got, want)
+					}
 				}
 			}
 			if called.Load() {
