@@ -81,11 +81,16 @@
 //   - the store could not decide (Fail): UNAVAILABLE with a RetryInfo and
 //     pushback of one second, as HTTP's 503 with Retry-After: 1.
 //
-// WithDryRun serves every call, with the metadata; WithFailOpen serves
-// calls whose store failed, without it. Two options of the Limiter do not
-// apply to gRPC calls: WithCountIf (a served call stays counted, whatever
-// its status) and WithResultInContext (ratelimit.FromContext finds
-// nothing in a handler's context); read the rate-limit metadata instead.
+// WithDryRun serves every call over the limit, with the metadata, and a
+// call costing more than a policy's limit, uncounted and without it; a
+// call without a usable key, or whose store failed, ends as above.
+// WithFailOpen serves calls whose store failed, without the metadata.
+// Four options of the Limiter do not apply to gRPC calls: WithCountIf (a
+// served call stays counted, whatever its status), WithResultInContext
+// (ratelimit.FromContext finds nothing in a handler's context; read the
+// rate-limit metadata instead), and WithDeniedHandler and
+// WithErrorHandler, which answer HTTP requests: a call ends with the
+// status above whatever they would write.
 //
 // # Streams
 //

@@ -323,6 +323,44 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
+// TestDryRunServesOnlyWhatItWouldRefuse: dry run puts the limit on trial,
+// not the key, the cost's floor or the store. A call without a usable key
+// or whose store failed ends as it would without it; a call costing more
+// than the limit is served, uncounted, so without the metadata.
+func TestDryRunServesOnlyWhatItWouldRefuse(t *testing.T) {
+	cost := ratelimit.WithCost(func(r *http.Request) int {
+		if len(r.Header.Values("X-Cost")) > 0 {
+			return 4
+		}
+		return 1
+	})
+	tests := []struct {
+		name string
+		opts []ratelimit.Option
+		md   []string
+		code codes.Code
+	}{
+		{name: "no key", code: codes.InvalidArgument},
+		{name: "store failed", opts: []ratelimit.Option{ratelimit.WithStore(failingStore{})}, md: []string{"x-api-key", "alice"}, code: codes.Unavailable},
+		{name: "store failed, fail open", opts: []ratelimit.Option{ratelimit.WithStore(failingStore{}), ratelimit.WithFailOpen()}, md: []string{"x-api-key", "alice"}, code: codes.OK},
+		{name: "cost above the limit", md: []string{"x-api-key", "alice", "x-cost", "4"}, code: codes.OK},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLimiter(t, 3, time.Minute, ratelimit.KeyByHeader("X-API-Key"), append([]ratelimit.Option{ratelimit.WithDryRun(), cost}, tc.opts...)...)
+			cc := server{l: l}.serveBufconn(t)
+			var header, trailer metadata.MD
+			_, err := say(metadata.AppendToOutgoingContext(context.Background(), tc.md...), cc, "hi", grpc.Header(&header), grpc.Trailer(&trailer))
+			if got := status.Code(err); got != tc.code {
+				t.Fatalf("%v, want %v", err, tc.code)
+			}
+			if header.Get("ratelimit") != nil || trailer.Get("ratelimit") != nil {
+				t.Errorf("metadata (header %v, trailer %v), want none: nothing was counted", header, trailer)
+			}
+		})
+	}
+}
+
 // TestSkipAndMethod exempts the health service by its full method, which
 // the limiter sees as the request's path, and keys the rest by method.
 func TestSkipAndMethod(t *testing.T) {
