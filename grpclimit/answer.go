@@ -106,7 +106,9 @@ func waitMillis(d time.Duration) int64 {
 //     RESOURCE_EXHAUSTED: no wait can make it fit, and clients retry
 //     RESOURCE_EXHAUSTED;
 //   - any other 4xx (400, 431) is INVALID_ARGUMENT;
-//   - 500, a misconfigured KeyFunc, is INTERNAL.
+//   - 502, 503 and 504, a Keyer whose own backend failed, are UNAVAILABLE,
+//     as gRPC maps them: a retry may succeed, as HTTP's client knows;
+//   - 500, a misconfigured KeyFunc, and any other 5xx are INTERNAL.
 func rejection(err error) (*status.Status, metadata.MD) {
 	var ke *ratelimit.KeyError
 	if !errors.As(err, &ke) {
@@ -124,6 +126,8 @@ func rejection(err error) (*status.Status, metadata.MD) {
 		return status.New(codes.PermissionDenied, msg), nil
 	case ke.Status >= 400 && ke.Status < 500:
 		return status.New(codes.InvalidArgument, msg), nil
+	case ke.Status == http.StatusBadGateway || ke.Status == http.StatusServiceUnavailable || ke.Status == http.StatusGatewayTimeout:
+		return status.New(codes.Unavailable, msg), nil
 	}
 	return status.New(codes.Internal, msg), nil
 }

@@ -71,18 +71,26 @@
 //     waits exactly as long as it must, then succeeds;
 //   - no usable key, or an invalid cost (Reject): by the KeyError's HTTP
 //     status, 401 as UNAUTHENTICATED (its challenge as www-authenticate
-//     metadata), 403 as PERMISSION_DENIED, 400, 413 and 431 as
-//     INVALID_ARGUMENT, 500 (a misconfigured Keyer) as INTERNAL; a cost
-//     above a policy's limit is INVALID_ARGUMENT, not RESOURCE_EXHAUSTED,
-//     since no wait can make it fit and clients retry RESOURCE_EXHAUSTED;
+//     metadata), 403 as PERMISSION_DENIED, 400, 413, 431 and any other
+//     4xx as INVALID_ARGUMENT, 502, 503 and 504 (a Keyer whose own backend
+//     failed: a retry may succeed) as UNAVAILABLE, 500 (a misconfigured
+//     Keyer, a KeyError of 429 included) and any other 5xx as INTERNAL; a
+//     cost above a policy's limit is INVALID_ARGUMENT, not
+//     RESOURCE_EXHAUSTED, since no wait can make it fit and clients retry
+//     RESOURCE_EXHAUSTED;
 //   - the store could not decide (Fail): UNAVAILABLE with a RetryInfo and
 //     pushback of one second, as HTTP's 503 with Retry-After: 1.
 //
-// WithDryRun serves every call, with the metadata; WithFailOpen serves
-// calls whose store failed, without it. Two options of the Limiter do not
-// apply to gRPC calls: WithCountIf (a served call stays counted, whatever
-// its status) and WithResultInContext (ratelimit.FromContext finds
-// nothing in a handler's context); read the rate-limit metadata instead.
+// WithDryRun serves every call over the limit, with the metadata, and a
+// call costing more than a policy's limit, uncounted and without it; a
+// call without a usable key, or whose store failed, ends as above.
+// WithFailOpen serves calls whose store failed, without the metadata.
+// Four options of the Limiter do not apply to gRPC calls: WithCountIf (a
+// served call stays counted, whatever its status), WithResultInContext
+// (ratelimit.FromContext finds nothing in a handler's context; read the
+// rate-limit metadata instead), and WithDeniedHandler and
+// WithErrorHandler, which answer HTTP requests: a call ends with the
+// status above whatever they would write.
 //
 // # Streams
 //

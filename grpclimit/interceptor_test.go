@@ -187,6 +187,20 @@ func TestRejections(t *testing.T) {
 			code: codes.PermissionDenied, msg: "banned"},
 		{name: "misconfigured key", key: keyErr(http.StatusInternalServerError, "500 Internal Server Error: rate-limit key misconfigured"),
 			code: codes.Internal, msg: "rate-limit key misconfigured"},
+		// A 429 is the limiter's refusal alone: a Keyer's is a misconfigured
+		// Keyer, as over HTTP, and not a RESOURCE_EXHAUSTED without a wait.
+		{name: "KeyError of 429", key: keyErr(http.StatusTooManyRequests, "429 Too Many Requests: "+secret),
+			code: codes.Internal, msg: "rate-limit key misconfigured"},
+		// A Keyer whose own backend is down: a retry may succeed, as the
+		// client of HTTP's 503 knows.
+		{name: "key service unavailable", key: keyErr(http.StatusServiceUnavailable, "503 Service Unavailable: try again later"),
+			code: codes.Unavailable, msg: "try again later"},
+		{name: "key service timed out", key: keyErr(http.StatusGatewayTimeout, "504 Gateway Timeout: try again later"),
+			code: codes.Unavailable, msg: "try again later"},
+		{name: "key service failed", key: keyErr(http.StatusBadGateway, "502 Bad Gateway: try again later"),
+			code: codes.Unavailable, msg: "try again later"},
+		{name: "other 5xx", key: keyErr(http.StatusNotImplemented, "501 Not Implemented: no keys here"),
+			code: codes.Internal, msg: "no keys here"},
 		{name: "no client address (bufconn)", key: ratelimit.KeyByIP(),
 			code: codes.InvalidArgument, msg: "no client address"},
 		{name: "error that is not a KeyError", key: ratelimit.KeyFunc(func(*http.Request) (string, error) { return "", errors.New(secret) }),
@@ -202,23 +216,42 @@ func TestRejections(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var called atomic.Bool
 			l := newLimiter(t, 3, time.Minute, tc.key, tc.opts...)
-			cc := server{l: l, echo: &echoServer{say: func(_ context.Context, in string) (string, error) {
-				called.Store(true)
-				return in, nil
-			}}}.serveBufconn(t)
+			cc := server{l: l, echo: &echoServer{
+				say: func(_ context.Context, in string) (string, error) {
+					called.Store(true)
+					return in, nil
+				},
+				chat: func(grpc.ServerStream) error {
+					called.Store(true)
+					return nil
+				},
+			}}.serveBufconn(t)
 			ctx := metadata.AppendToOutgoingContext(context.Background(), tc.md...)
-			var trailer metadata.MD
-			_, err := say(ctx, cc, "hi", grpc.Trailer(&trailer))
-			st := status.Convert(err)
-			if st.Code() != tc.code || st.Message() != tc.msg {
-				t.Errorf("status %v %q, want %v %q", st.Code(), st.Message(), tc.code, tc.msg)
-			}
-			if strings.Contains(st.Message(), secret) || strings.Contains(st.Message(), "kkk") {
-				t.Errorf("message %q repeats the client's input or an internal error", st.Message())
-			}
-			for k, want := range tc.trailer {
-				if got := trailer.Get(k); len(got) != 1 || got[0] != want {
-					t.Errorf("trailer %s = %q, want %q", k, got, want)
+			// A unary call and a stream, refused as it opens, end alike.
+			for _, kind := range []string{"unary", "stream"} {
+				var err error
+				var trailer metadata.MD
+				if kind == "unary" {
+					_, err = say(ctx, cc, "hi", grpc.Trailer(&trailer))
+				} else {
+					cs, serr := cc.NewStream(ctx, chatDesc, chatMethod)
+					if serr != nil {
+						t.Fatalf("NewStream: %v", serr)
+					}
+					_, err = exchange(cs, "hi")
+					trailer = cs.Trailer()
+				}
+				st := status.Convert(err)
+				if st.Code() != tc.code || st.Message() != tc.msg {
+					t.Errorf("%s: status %v %q, want %v %q", kind, st.Code(), st.Message(), tc.code, tc.msg)
+				}
+				if strings.Contains(st.Message(), secret) || strings.Contains(st.Message(), "kkk") {
+					t.Errorf("%s: message %q repeats the client's input or an internal error", kind, st.Message())
+				}
+				for k, want := range tc.trailer {
+					if got := trailer.Get(k); len(got) != 1 || got[0] != want {
+						t.Errorf("%s: trailer %s = %q, want %q", kind, k, got, want)
+					}
 				}
 			}
 			if called.Load() {
@@ -287,6 +320,44 @@ func TestDryRun(t *testing.T) {
 	}
 	if n := limited.Load(); n != 1 {
 		t.Errorf("OnLimit called %d times, want 1 (the second call)", n)
+	}
+}
+
+// TestDryRunServesOnlyWhatItWouldRefuse: dry run puts the limit on trial,
+// not the key, the cost's floor or the store. A call without a usable key
+// or whose store failed ends as it would without it; a call costing more
+// than the limit is served, uncounted, so without the metadata.
+func TestDryRunServesOnlyWhatItWouldRefuse(t *testing.T) {
+	cost := ratelimit.WithCost(func(r *http.Request) int {
+		if len(r.Header.Values("X-Cost")) > 0 {
+			return 4
+		}
+		return 1
+	})
+	tests := []struct {
+		name string
+		opts []ratelimit.Option
+		md   []string
+		code codes.Code
+	}{
+		{name: "no key", code: codes.InvalidArgument},
+		{name: "store failed", opts: []ratelimit.Option{ratelimit.WithStore(failingStore{})}, md: []string{"x-api-key", "alice"}, code: codes.Unavailable},
+		{name: "store failed, fail open", opts: []ratelimit.Option{ratelimit.WithStore(failingStore{}), ratelimit.WithFailOpen()}, md: []string{"x-api-key", "alice"}, code: codes.OK},
+		{name: "cost above the limit", md: []string{"x-api-key", "alice", "x-cost", "4"}, code: codes.OK},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLimiter(t, 3, time.Minute, ratelimit.KeyByHeader("X-API-Key"), append([]ratelimit.Option{ratelimit.WithDryRun(), cost}, tc.opts...)...)
+			cc := server{l: l}.serveBufconn(t)
+			var header, trailer metadata.MD
+			_, err := say(metadata.AppendToOutgoingContext(context.Background(), tc.md...), cc, "hi", grpc.Header(&header), grpc.Trailer(&trailer))
+			if got := status.Code(err); got != tc.code {
+				t.Fatalf("%v, want %v", err, tc.code)
+			}
+			if header.Get("ratelimit") != nil || trailer.Get("ratelimit") != nil {
+				t.Errorf("metadata (header %v, trailer %v), want none: nothing was counted", header, trailer)
+			}
+		})
 	}
 }
 

@@ -1,8 +1,11 @@
 // Command login protects a login form against password guessing: only
-// failed attempts count, per user and per client IP, so that a user who
-// types the right password is never locked out while a guesser is; a
-// successful login clears the user's failures. An admin endpoint shows
-// and resets a user's standing.
+// failed attempts count, per user and per client IP, so that a user's
+// own successful logins never lock them out, and a guesser is locked out
+// after five failures; a successful login clears the user's failures.
+// The lock is the account's, not the guesser's: five failures lock the
+// user out too, right password or not (the limiter answers before the
+// password is checked), until the window passes or an admin resets them.
+// An admin endpoint shows and resets a user's standing.
 //
 //	go -C examples run ./login
 //	curl -i -d user=alice -d password=wrong http://127.0.0.1:8080/login

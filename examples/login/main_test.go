@@ -61,6 +61,27 @@ func TestUserIsNotLockedOutWhileAGuesserIs(t *testing.T) {
 	}
 }
 
+// A guesser's five failures on an account lock it for its owner too: the
+// limiter answers before the password is checked, so the right one is
+// refused until the window passes or an admin resets the failures.
+func TestGuesserLocksTheAccountForItsOwner(t *testing.T) {
+	srv := newServer(t)
+	for i := range 5 {
+		if code := attempt(t, srv, "alice", "guess"); code != http.StatusUnauthorized {
+			t.Fatalf("guess %d on alice: %d, want 401", i+1, code)
+		}
+	}
+	if code := attempt(t, srv, "alice", "wonderland"); code != http.StatusTooManyRequests {
+		t.Errorf("alice's right password after five guesses: %d, want 429", code)
+	}
+	if code := post(t, srv, "/admin/failures/reset?user=alice", nil); code != http.StatusNoContent {
+		t.Fatalf("reset: %d, want 204", code)
+	}
+	if code := attempt(t, srv, "alice", "wonderland"); code != http.StatusOK {
+		t.Errorf("alice's right password after the reset: %d, want 200", code)
+	}
+}
+
 // One client trying one password on many accounts meets the IP's limit.
 func TestOneClientManyAccounts(t *testing.T) {
 	srv := newServer(t)
