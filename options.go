@@ -147,9 +147,10 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 //		return status == http.StatusUnauthorized || status == http.StatusForbidden
 //	})
 //
-// and a user who logs in is never locked out by a guesser's attempts nor
-// by their own successes; or keep 5xx answers from counting against the
-// client with status < 500. A response that writes no status is a 200; a
+// and a user's own successes never lock them out, though a guesser's
+// failures still do when the limiter is keyed by the account rather than
+// by the guesser's address; or keep 5xx answers from counting against
+// the client with status < 500. A response that writes no status is a 200; a
 // hijacked connection stays counted. A request taken back after a Reset
 // of its client changes nothing that the Reset made new. The rate-limit
 // headers, sent before the handler runs, describe the standing when the
