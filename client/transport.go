@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -156,10 +158,18 @@ func send(base http.RoundTripper, s *server, r *http.Request, rep *report, refus
 	if refusal != nil {
 		closeBody(refusal)
 	}
-	resp, err := base.RoundTrip(r)
+	// wrote notes that Base wrote the request's headers, as net/http
+	// does before a failed dial when it sends the request again on a new
+	// connection (see unsent).
+	var wrote atomic.Bool
+	traced := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}))
+	resp, err := base.RoundTrip(traced)
 	now := time.Now()
 	o := outcome{probe: probe, rep: rep}
 	if err == nil {
+		if resp.Request == traced {
+			resp.Request = r
+		}
 		readReport(rep, resp.StatusCode, resp.Header, now)
 		// A cache's answer is not the server's: it neither spent
 		// quota nor says what came back after a reset.
@@ -168,7 +178,7 @@ func send(base http.RoundTripper, s *server, r *http.Request, rep *report, refus
 	} else {
 		// A request that never reached the server spent nothing; one
 		// that failed later may have been counted before it failed.
-		o.free = unsent(err)
+		o.free = !wrote.Load() && unsent(err)
 	}
 	s.settle(o, now)
 	if err != nil {
@@ -180,7 +190,9 @@ func send(base http.RoundTripper, s *server, r *http.Request, rep *report, refus
 // unsent reports whether err, from a Base, says that the request never
 // left for the server: the dial of its connection failed (its DNS lookup
 // included), or that of the proxy it goes through, as net/http reports
-// them.
+// them. Only if Base wrote none of it before: net/http sends a request
+// again on a new connection when the one it reused closed before the
+// answer, and the server may have counted what it read there.
 func unsent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")

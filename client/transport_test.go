@@ -1058,3 +1058,39 @@ func TestFailedRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestSentThenRedialFailed: net/http sends a GET again on a new
+// connection when the one it reused closes before the answer, so a
+// failed dial may follow a request the server saw. The server here counts
+// the second request, then closes its connection and stops listening:
+// the request spent the quota's last request, and the third waits for the
+// reset (returning at once, as its deadline comes first).
+func TestSentThenRedialFailed(t *testing.T) {
+	var seen atomic.Int32
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) == 1 {
+			w.Header().Set("Ratelimit", `"default";r=1;t=60`)
+			return
+		}
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		srv.Listener.Close() // before the client sees the connection end
+		conn.Close()
+	}))
+	defer srv.Close()
+	tr := &client.Transport{Base: &http.Transport{}}
+	spend(t, tr, srv.URL)
+	_, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
+	var op *net.OpError
+	require.ErrorAs(t, err, &op, "the second request's error")
+	require.Equal(t, "dial", op.Op, "the second request's error: %v", err)
+	require.Equal(t, int32(2), seen.Load(), "requests the server saw")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = tr.RoundTrip(newRequest(t, ctx, http.MethodGet, srv.URL, nil))
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the third request, due after the reset in 60 s")
+}
