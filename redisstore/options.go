@@ -3,6 +3,7 @@ package redisstore
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -44,6 +45,20 @@ func defaultConfig() config {
 
 func (c *config) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf("ratelimit: redisstore: "+format, args...))
+}
+
+// isNil reports whether v is nil: a nil interface, or one holding a nil
+// pointer, map, slice, channel or function, which is not == nil but
+// would panic at its first call (a fallback's, in an outage).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 func (c *config) validate() error {
@@ -96,11 +111,13 @@ func WithFailurePolicy(p FailurePolicy) Option {
 
 // WithFallback makes s the store that decides while Redis is failing,
 // under FailLocal, instead of a memory store that New makes. The caller
-// owns s: Store.Close does not close it.
+// owns s: Store.Close does not close it. A nil s, or one holding a nil
+// pointer, is a configuration error.
 func WithFallback(s ratelimit.Store) Option {
 	return func(c *config) {
-		if s == nil {
+		if isNil(s) {
 			c.fail("WithFallback: nil store")
+			return
 		}
 		c.fallback = s
 	}

@@ -43,6 +43,10 @@ func TestNewErrors(t *testing.T) {
 		{name: "nil fallback and hook", client: c, opts: []redisstore.Option{
 			redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithFallback(nil), redisstore.WithFailureHook(nil),
 		}, want: []string{"nil store", "nil func"}},
+		{name: "client holding a nil pointer", client: (*redis.Client)(nil), want: []string{"nil client"}},
+		{name: "fallback holding a nil pointer", client: c, opts: []redisstore.Option{
+			redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithFallback((*redisstore.Store)(nil)),
+		}, want: []string{"nil store"}},
 		{name: "negative refusal cache", client: c, opts: []redisstore.Option{redisstore.WithRefusalCache(-1)}, want: []string{"WithRefusalCache(-1)"}},
 		{name: "several at once", client: c, opts: []redisstore.Option{redisstore.WithTimeout(-1), redisstore.WithPrefix("}")},
 			want: []string{"WithTimeout(-1ns)", "hash tag"}},

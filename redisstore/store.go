@@ -64,10 +64,11 @@ var _ ratelimit.Store = (*Store)(nil)
 // requests are still answered in time, at the cost of a goroutine a call
 // and of calls that linger in the background.
 //
-// New reports every invalid option at once, joined with errors.Join.
+// New reports every invalid option at once, joined with errors.Join, and
+// a nil client (or one holding a nil pointer) with them; it never panics.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	c := defaultConfig()
-	if client == nil {
+	if isNil(client) {
 		c.fail("New: nil client")
 	}
 	for _, o := range opts {
