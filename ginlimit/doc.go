@@ -46,7 +46,10 @@
 //     ratelimit.FromContext(c.Request.Context()), or with
 //     ratelimit.FromContext(c) when the engine's ContextWithFallback is
 //     set (gin.Context looks values up in the request's context only
-//     then);
+//     then); a multipart form a handler parses on it (c.FormFile,
+//     c.MultipartForm) is handed back to the request gin was given, so
+//     that the server removes its temporary files as it does without
+//     the limiter;
 //   - c.Writer is gin's as before, with Status, Size, Written, Flush,
 //     Hijack and the rest, and gin still sends the status of a response
 //     that wrote no body only when the whole chain is done;

@@ -34,10 +34,17 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 			x.run()
 			return
 		}
+		req := c.Request
 		x := &exchange{ResponseWriter: c.Writer, c: c, key: key}
-		h.ServeHTTP(x, c.Request)
+		h.ServeHTTP(x, req)
 		if !x.served {
 			c.Abort()
+		}
+		// The server removes the temporary files of a multipart form
+		// parsed on the request it gave, not on a copy of it, as next's
+		// c.Request is: hand it the form a handler parsed there.
+		if req.MultipartForm == nil && c.Request != req {
+			req.MultipartForm = c.Request.MultipartForm
 		}
 	}
 }

@@ -1,12 +1,15 @@
 package ginlimit_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -715,4 +718,59 @@ func TestEngineServedAgainDecidesAgain(t *testing.T) {
 	assert.Equal(t, http.StatusOK, w.Code, "status")
 	assert.Equal(t, []int{200, 200}, inner, "the statuses of the requests of the batch")
 	assert.Equal(t, 0, remaining(t, l), "remaining after a batch of two")
+}
+
+// TestUploadTempFilesRemoved: the server removes the temporary files of
+// a multipart form a handler parsed, after the answer, as it does
+// without the limiter: it removes those of the request it gave the
+// engine, so the form must reach that request, not stay on a copy.
+func TestUploadTempFilesRemoved(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []ratelimit.Option
+	}{
+		{"plain", nil},
+		{"result in context", []ratelimit.Option{ratelimit.WithResultInContext()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp) // where multipart keeps what it cannot in memory
+			l := newLimiter(t, 3, ratelimit.KeyByIP(), append(tc.opts, frozen())...)
+			r := gin.New()
+			r.MaxMultipartMemory = 1 // every file to disk
+			r.Use(ginlimit.Middleware(l))
+			var kept []string
+			r.POST("/upload", func(c *gin.Context) {
+				form, err := c.MultipartForm()
+				if err != nil {
+					c.String(http.StatusBadRequest, "%v", err)
+					return
+				}
+				entries, _ := os.ReadDir(tmp)
+				for _, e := range entries {
+					kept = append(kept, e.Name())
+				}
+				c.String(http.StatusOK, "%d bytes\n", form.File["f"][0].Size)
+			})
+			srv := httptest.NewServer(r)
+
+			var body bytes.Buffer
+			mw := multipart.NewWriter(&body)
+			fw, err := mw.CreateFormFile("f", "f.bin")
+			require.NoError(t, err)
+			fw.Write(bytes.Repeat([]byte("x"), 64<<10))
+			require.NoError(t, mw.Close())
+			resp, err := http.Post(srv.URL+"/upload", mw.FormDataContentType(), &body)
+			require.NoError(t, err)
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, "status: %s", got)
+			srv.Close() // waits for the server to finish the request
+
+			require.NotEmpty(t, kept, "temporary files while the handler ran")
+			entries, err := os.ReadDir(tmp)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "temporary files left once the request is done")
+		})
+	}
 }
