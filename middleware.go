@@ -42,7 +42,9 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 		if d.decided {
 			l.writeHeaders(w.Header(), &d)
 			if l.inContext {
+				in := r
 				r = r.WithContext(context.WithValue(r.Context(), resultKey{}, d.Result))
+				defer handBack(in, r)
 			}
 		}
 		if d.Outcome == Refuse {
@@ -63,6 +65,15 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 			}
 		}
 	})
+}
+
+// handBack gives in, the request the server gave, the multipart form a
+// handler parsed on r, the copy of it that carries the Result: the server
+// removes the temporary files of the form of the request it gave alone.
+func handBack(in, r *http.Request) {
+	if in.MultipartForm == nil {
+		in.MultipartForm = r.MultipartForm
+	}
 }
 
 // countingWriter notes the status of a response, for WithCountIf. Unwrap

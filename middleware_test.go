@@ -1,12 +1,15 @@
 package ratelimit_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"math"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -678,6 +681,53 @@ func TestResultInContextIsOptIn(t *testing.T) {
 		if tt.want {
 			assert.Equal(t, 4, got.Remaining, "Remaining")
 		}
+	}
+}
+
+// TestResultInContextUploadTempFilesRemoved: the server removes the
+// temporary files of a multipart form the handler parsed, as it does
+// without the limiter, though the handler was given a copy of the
+// request, carrying the Result: the server removes those of the request
+// it gave, to which the form must come back.
+func TestResultInContextUploadTempFilesRemoved(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []ratelimit.Option
+	}{
+		{"result in context", []ratelimit.Option{ratelimit.WithResultInContext()}},
+		{"and count if", []ratelimit.Option{ratelimit.WithResultInContext(), ratelimit.WithCountIf(func(*http.Request, int) bool { return true })}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp) // where multipart keeps what it cannot in memory
+			l := newLimiter(t, 5, time.Minute, ratelimit.KeyByIP(), tt.opts...)
+			var during int
+			srv := httptest.NewServer(l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if err := r.ParseMultipartForm(1); err != nil { // every file to disk
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				entries, _ := os.ReadDir(tmp)
+				during = len(entries)
+			})))
+			var body bytes.Buffer
+			mw := multipart.NewWriter(&body)
+			fw, err := mw.CreateFormFile("f", "f.bin")
+			require.NoError(t, err)
+			fw.Write(bytes.Repeat([]byte("x"), 64<<10))
+			require.NoError(t, mw.Close())
+			resp, err := http.Post(srv.URL, mw.FormDataContentType(), &body)
+			require.NoError(t, err)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, "status")
+			srv.Close() // waits for the server to finish the request
+
+			require.Equal(t, 1, during, "temporary files while the handler ran")
+			entries, err := os.ReadDir(tmp)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "temporary files left once the request is done")
+		})
 	}
 }
 

@@ -174,7 +174,9 @@ func WithDryRun() Option {
 // the wrapped handler reads it with FromContext (to show callers their
 // standing, say). It costs a copy of the request per request
 // (Request.WithContext), so it is off by default: headers, hooks and the
-// denied handler receive the decision without it.
+// denied handler receive the decision without it. A multipart form the
+// handler parses on the copy is handed back to the request the server
+// gave, so that the server removes its temporary files.
 func WithResultInContext() Option {
 	return func(c *config) { c.inContext = true }
 }
