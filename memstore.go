@@ -27,10 +27,11 @@ type MemoryConfig struct {
 	MaxKeys int
 	// EvictLeastRecent makes a full store drop the least recently active
 	// state it samples instead of refusing the new key: new keys are
-	// always served, but an evicted key's count starts over. MaxKeys
-	// stays a bound, though: a key whose set has more policies than a
-	// shard may hold (at least 16, or MaxKeys if less) is refused all
-	// the same.
+	// served, but an evicted key's count starts over. MaxKeys stays a
+	// bound, though: a key whose set has more policies than a shard may
+	// hold (at least 16, or MaxKeys if less) is refused all the same, as
+	// is one under a set beyond the store's 4,096 policies (see
+	// NewMemoryStore).
 	EvictLeastRecent bool
 	// Clock, if set, is read instead of time.Now, for simulations that
 	// replay traffic. A reading earlier than the latest is taken as the
