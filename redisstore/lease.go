@@ -281,20 +281,23 @@ func (s *Store) releaseEnded(all bool) {
 // requests.
 const sweepCalls = 8
 
-// giveBackAll gives back each of grants, sweepCalls calls at a time. Once
-// a call has waited out the whole timeout, Redis is taken for hung and
-// the grants not yet sent are dropped, their slots counted in Redis until
-// they leave their windows, as those of a call that failed: each would
-// wait as long, and a sweep that waited for them in turn would hold Close
-// for a timeout a lease. A sweep thus lasts about one timeout while Redis
-// hangs; when it answers, every grant is given back.
+// giveBackAll gives back each of grants, sweepCalls calls at a time.
+// Once Close has been called and a call has waited out the whole
+// timeout, Redis is taken for hung and the grants not yet sent are
+// dropped, their slots counted in Redis until they leave their windows,
+// as those of a call that failed: each would wait as long, and a sweep
+// that waited for them in turn would hold Close for a timeout a lease.
+// Close's sweep, or one it finds under way, thus lasts about one timeout
+// while Redis hangs; when it answers, every grant is given back. A sweep
+// of an open store tries every grant, however long it takes, so that one
+// slow call does not cost the others their slots.
 func (s *Store) giveBackAll(grants []*grant) {
 	var wg sync.WaitGroup
 	var hung atomic.Bool
 	calls := make(chan struct{}, sweepCalls)
 	for _, g := range grants {
 		calls <- struct{}{}
-		if hung.Load() {
+		if hung.Load() && s.closed.Load() {
 			break
 		}
 		wg.Go(func() {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,6 +228,33 @@ func TestCloseUnderHungRedis(t *testing.T) {
 	if f := leased.Failures(); f == 0 || f > redisstore.SweepCalls {
 		t.Errorf("Failures() = %d, want the returns that timed out counted, at most the %d sent at once (of %d leases)", f, redisstore.SweepCalls, n)
 	}
+}
+
+// TestPeriodicSweepTriesEveryLease: a sweep of ended leases while the
+// store is open tries to give back each of them, though a call waits out
+// the timeout: a call slow once (a pause of the server) must not cost the
+// other leases their slots for the rest of their windows. Only Close,
+// which must return, stops at a call that timed out.
+func TestPeriodicSweepTriesEveryLease(t *testing.T) {
+	sharedClient(t) // skip without Redis
+	px := startProxy(t, redisAddr())
+	c := redis.NewClient(clientOptions(px.addr()))
+	t.Cleanup(func() { c.Close() })
+	const timeout = 100 * time.Millisecond
+	var at atomic.Int64
+	at.Store(time.Now().UnixNano())
+	leased, _ := newStore(t, c, redisstore.WithLeases(true), redisstore.WithTimeout(timeout),
+		redisstore.WithLocalClock(func() time.Time { return time.Unix(0, at.Load()) }))
+	const n = 20
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 1000, Window: time.Hour})
+	leasedKeys(t, leased, pol, n)
+	px.setDelay(time.Hour)
+	t.Cleanup(func() { px.setDelay(0) }) // before the prefix's keys are deleted
+	before := leased.Failures()
+	at.Add(int64(time.Minute)) // every lease has ended: the janitor's next sweep gives them back
+	waitFor(t, 20*time.Second, "a return tried for every lease", func() bool {
+		return leased.Failures()-before >= n
+	})
 }
 
 // TestRefundOfLocalDecisionAfterRecovery: under FailLocal, a request the
