@@ -69,9 +69,12 @@ func refusal(l *ratelimit.Limiter, d ratelimit.Decision) (*status.Status, metada
 	}
 	md[pushbackKey] = []string{strconv.FormatInt(wait, 10)}
 
-	// Whole seconds rounded up, as RateLimit-Policy's w.
+	// Whole seconds rounded up, as RateLimit-Policy's w. "Per", not "at
+	// most in any window": only the sliding log holds every rolling
+	// window to the limit (see ratelimit.Algorithm), and a calendar
+	// period's length is this period's.
 	w := (res.Window + time.Second - 1) / time.Second
-	desc := "at most " + strconv.Itoa(res.Limit) + " in any " + strconv.FormatInt(int64(w), 10) + " s window"
+	desc := strconv.Itoa(res.Limit) + " per " + strconv.FormatInt(int64(w), 10) + " s"
 	delay := time.Duration(wait) * time.Millisecond
 	st := withDetails(status.New(codes.ResourceExhausted, "rate limit exceeded: retry in "+delay.String()),
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)},

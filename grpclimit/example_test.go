@@ -74,5 +74,5 @@ func ExampleUnaryServerInterceptor() {
 	// OK remaining [0] of ["default";q=2;w=60]
 	// ResourceExhausted remaining [0] of ["default";q=2;w=60]
 	//   retry within a minute: true pushback agrees: true
-	//   policy default: at most 2 in any 60 s window
+	//   policy default: 2 per 60 s
 }

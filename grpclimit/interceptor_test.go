@@ -116,7 +116,7 @@ func TestUnaryAllowsThenRefuses(t *testing.T) {
 			t.Fatalf("call %d: QuotaFailure %v, want one violation", i+1, qf)
 		}
 		v := qf.GetViolations()[0]
-		if v.GetSubject() != "default" || v.GetQuotaId() != "default" || v.GetQuotaValue() != 3 || v.GetDescription() != "at most 3 in any 60 s window" {
+		if v.GetSubject() != "default" || v.GetQuotaId() != "default" || v.GetQuotaValue() != 3 || v.GetDescription() != "3 per 60 s" {
 			t.Errorf("call %d: violation %v, want subject and quota_id default, quota_value 3, description of 3 in 60 s", i+1, v)
 		}
 		if want := "rate limit exceeded: retry in " + s.wait.String(); st.Message() != want {
@@ -474,7 +474,7 @@ func TestLimitsByMethod(t *testing.T) {
 		t.Errorf("Say's ratelimit-policy %q, want the say policy", got)
 	}
 	_, err := say(ctx, cc, "hi")
-	if _, qf := refusalDetails(status.Convert(err)); qf == nil || qf.GetViolations()[0].GetDescription() != "at most 1 in any 1 s window" {
+	if _, qf := refusalDetails(status.Convert(err)); qf == nil || qf.GetViolations()[0].GetDescription() != "1 per 1 s" {
 		t.Errorf("second Say: %v with QuotaFailure %v, want refused by the say policy", err, qf)
 	}
 	hc := healthpb.NewHealthClient(cc)
