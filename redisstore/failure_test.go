@@ -369,11 +369,13 @@ func TestRecoveryAfterOutage(t *testing.T) {
 	srv := startServer(t)
 	opts := clientOptions(srv.addr)
 	opts.Dialer = redisstore.Dial
+	// Timeouts no busy machine reaches before a refused dial on loopback
+	// comes back, the dial's and the pool's as the store's: every call of
+	// the outage must be a refused dial, which is what latches go-redis's
+	// dialling.
+	opts.DialTimeout, opts.PoolTimeout = 5*time.Second, 5*time.Second
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { c.Close() })
-	// A timeout no busy machine reaches before a refused dial on
-	// loopback comes back: every call of the outage must be a refused
-	// dial, which is what latches go-redis's dialling.
 	st, err := redisstore.New(c, redisstore.WithRefusalCache(0), redisstore.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
