@@ -110,14 +110,7 @@ func TestCloseReturnsLeaseGrantedInFlight(t *testing.T) {
 	px := startProxy(t, redisAddr())
 	c := redis.NewClient(clientOptions(px.addr()))
 	t.Cleanup(func() { c.Close() })
-	at := time.Now()
-	leased, p := newStore(t, c, redisstore.WithLeases(true),
-		redisstore.WithLocalClock(func() time.Time { return at })) // no lease ends but by Close
-	plain, err := redisstore.New(plainClient, redisstore.WithPrefix(p), redisstore.WithRefusalCache(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { plain.Close() })
+	leased, plain := frozenLeases(t, c, plainClient)
 	ctx := context.Background()
 	const limit = 1000
 	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour})
@@ -170,14 +163,7 @@ func leasedKeys(t *testing.T, st *redisstore.Store, set ratelimit.PolicySet, n i
 // lease the store holds, on many keys at once, when Redis answers.
 func TestCloseGivesBackManyLeases(t *testing.T) {
 	c := sharedClient(t)
-	at := time.Now()
-	leased, p := newStore(t, c, redisstore.WithLeases(true),
-		redisstore.WithLocalClock(func() time.Time { return at })) // no lease ends but by Close
-	plain, err := redisstore.New(c, redisstore.WithPrefix(p), redisstore.WithRefusalCache(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { plain.Close() })
+	leased, plain := frozenLeases(t, c, c)
 	ctx := context.Background()
 	const limit = 1000
 	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour})
@@ -353,4 +339,20 @@ func failLocalStore(t *testing.T, addr string) *redisstore.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// frozenLeases returns a store with leases on c whose local clock stands
+// still, so that no lease ends but by Close, and one on plain under the
+// same prefix, without leases or a refusal cache, to read what Redis
+// counts.
+func frozenLeases(t *testing.T, c, plain redis.UniversalClient) (*redisstore.Store, *redisstore.Store) {
+	t.Helper()
+	at := time.Now()
+	leased, p := newStore(t, c, redisstore.WithLeases(true), redisstore.WithLocalClock(func() time.Time { return at }))
+	reader, err := redisstore.New(plain, redisstore.WithPrefix(p), redisstore.WithRefusalCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reader.Close() })
+	return leased, reader
 }
