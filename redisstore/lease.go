@@ -186,7 +186,12 @@ func (l *lease) done(ask chan struct{}, t *taken, sent, now int64) (give *grant)
 		give = l.expire()
 		l.left, l.until, l.recv, l.grant, l.res, l.marks = t.slots, sent+int64(t.lease), now, t.res.At, t.res, t.marks
 	default:
+		// No lease for a lease period, or, when only the nearness of a
+		// window's end refused one, until that end.
 		l.quiet = now + int64(maxLease)
+		if t.lease > 0 {
+			l.quiet = min(l.quiet, sent+int64(t.lease))
+		}
 	}
 	return give
 }

@@ -590,18 +590,28 @@ end
 -- lease returns the extra slots and the end of a lease for a request
 -- that leaves room more, want at most: at most an eighth of room, so
 -- that near the limit it shrinks to nothing; lend, the end, is in time
--- for every window the lease counts in. No lease is worth less.
-local function lease(want, room, now, lend)
+-- for every window the lease counts in, and exactly now + LEASE if exact
+-- (a set with a log). No lease is worth less. Without one, the second
+-- value is 0, or lend when it is a window's end too near to lease up to:
+-- the caller asks for no lease until then, not for a whole lease period
+-- as after a refusal for room, so that crossing a window's end costs
+-- round trips only until it.
+local function lease(want, room, now, lend, exact)
   local extra = min(want, floor(room / 8))
-  if extra < 2 or lend - now < LEASE / 2 then return 0, 0 end
+  if extra < 2 then return 0, 0 end
+  if lend - now < LEASE / 2 or exact and lend ~= now + LEASE then
+    if lend <= now then return 0, 0 end
+    return 0, lend
+  end
   return extra, lend
 end
 
 -- take decides cost more requests for every policy and records them in
 -- all of them if all allow it, with a lease of up to ARGV[4] more slots
 -- when every policy has room for it. Reply: {now, allowed, r1, policy,
--- remaining, retry, reset, lease slots, lease end, then each policy's
--- lease mark, when there is a lease}: policy is the index (from 1) of the
+-- remaining, retry, reset, lease slots, lease end (without a lease, 0 or
+-- when to ask again: see lease), then each policy's lease mark, when
+-- there is a lease}: policy is the index (from 1) of the
 -- one reported, the tightest, as ratelimit.Store describes it; r1 is 0
 -- unless the set refuses and would refuse a request of cost 1 now too:
 -- then the time until one would fit, for the refusal cache.
@@ -638,9 +648,8 @@ local function takeAll(c)
       if q.rec > c.now + LEASE then lend = c.now end
     end
   end
-  if log and lend ~= c.now + LEASE then lend = c.now end
   local extra
-  extra, lend = lease(c.x, room, c.now, lend)
+  extra, lend = lease(c.x, room, c.now, lend, log)
   local out = {c.now, 1, 0, 0, 0, 0, 0, extra, lend}
   local best
   for i, q in ipairs(c.p) do
@@ -719,7 +728,7 @@ local function takeCounter(keys, args)
   cur, u = cur + cost + extra, u + cost + extra
   counterSet(k, idx, cur, prev, w, now, slack)
   local rem, reset = max(limit - u, 0), counterReset(now, start, w, cur, prev, limit, u)
-  if extra == 0 then return {now, 1, 0, 1, rem, 0, reset, 0, 0} end
+  if extra == 0 then return {now, 1, 0, 1, rem, 0, reset, 0, lend} end
   return {now, 1, 0, 1, rem, 0, reset, extra, lend, idx}
 end
 

@@ -439,14 +439,17 @@ func micros(w time.Duration) int64 {
 type taken struct {
 	res   ratelimit.Result
 	r1    time.Duration
-	slots int           // of the lease
-	lease time.Duration // from the grant to the lease's end
+	slots int // of the lease
+	// lease is the time from the grant to the lease's end; without a
+	// lease, 0 or the time until a window's end that was too near to
+	// lease up to, before which no lease is to be asked for.
+	lease time.Duration
 	marks []int64
 }
 
 // decodeTake turns the take function's reply into a taken: {now, allowed,
-// r1, policy, remaining, retry, reset, lease slots, lease end, then the
-// marks when there is a lease}.
+// r1, policy, remaining, retry, reset, lease slots, lease end (or, without
+// a lease, 0 or when to ask again), then the marks when there is a lease}.
 func decodeTake(set ratelimit.PolicySet, reply []int64) (taken, bool) {
 	n := set.Len()
 	if len(reply) < 9 || reply[3] < 1 || reply[3] > int64(n) || reply[7] > 0 && len(reply) != 9+n {
@@ -457,8 +460,10 @@ func decodeTake(set ratelimit.PolicySet, reply []int64) (taken, bool) {
 		r1:    time.Duration(reply[2]) * time.Microsecond,
 		slots: int(reply[7]),
 	}
-	if t.slots > 0 {
+	if t.slots > 0 || reply[8] > reply[0] {
 		t.lease = time.Duration(reply[8]-reply[0]) * time.Microsecond
+	}
+	if t.slots > 0 {
 		t.marks = reply[9:]
 	}
 	return t, true
