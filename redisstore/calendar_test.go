@@ -27,8 +27,8 @@ func TestCalendarCallerAheadOfTheServer(t *testing.T) {
 	// server and the caller's at caller, and reports whether it admitted.
 	take := func(server, caller time.Time) bool {
 		t.Helper()
-		r, err := c.FCall(ctx, redisstore.FnTake, []string{key}, strconv.FormatInt(server.UnixMicro(), 10), "3600000",
-			1, 0, "p", 2, redisstore.PeriodBounds(set.At(0), caller)).Int64Slice()
+		r, err := c.FCall(ctx, redisstore.FnTake, []string{key}, 1, 0, "p", 2, redisstore.PeriodBounds(set.At(0), caller),
+			strconv.FormatInt(server.UnixMicro(), 10), "3600000").Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,8 +71,8 @@ func TestCalendarStepBackKeepsTheDay(t *testing.T) {
 	// clock at now and no expiry slack, and reports whether it admitted.
 	take := func(now time.Time) bool {
 		t.Helper()
-		r, err := c.FCall(ctx, redisstore.FnTake, []string{key}, strconv.FormatInt(now.UnixMicro(), 10), "0",
-			1, 0, "p", 3, redisstore.PeriodBounds(set.At(0), now)).Int64Slice()
+		r, err := c.FCall(ctx, redisstore.FnTake, []string{key}, 1, 0, "p", 3, redisstore.PeriodBounds(set.At(0), now),
+			strconv.FormatInt(now.UnixMicro(), 10), "0").Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,18 +82,20 @@ end
 
 -- A call's context: the clock and the policies. KEYS: each policy's
 -- state, then (reset, refund, release) the marker. ARGV:
---   [1] the time in µs to use instead of TIME, or '' (a test hook)
---   [2] milliseconds to add to every expiry (a test hook)
---   [3] cost
---   [4] take: extra slots wanted for a lease; refund: the instant (µs);
+--   [1] cost
+--   [2] take: extra slots wanted for a lease; refund: the instant (µs);
 --       release: the lease's grant instant (µs)
---   [5..] policies, 3 arguments each: algorithm ('l' log, 'c' counter,
+--   [3..] policies, 3 arguments each: algorithm ('l' log, 'c' counter,
 --       'g' GCRA, 'p' calendar period), limit, window in µs (for 'p',
 --       the period's bounds: "start,end" around the caller's clock, after
 --       the previous period's start and before the next one's end, as
 --       "prev,start,end,next")
 --   release only, after the policies: the lease's unused slots, then
 --       each policy's mark for the lease
+--   then, only from a test: the time in µs to use instead of TIME, and
+--       milliseconds to add to every expiry. Every argument costs each
+--       call the making of a Lua string, so a call carries none it does
+--       not need.
 -- count reads a small count: most are '0' or '1', which need no
 -- tonumber (a strtod in Redis's Lua).
 local function count(s)
@@ -101,18 +103,21 @@ local function count(s)
   return tonum(s)
 end
 
--- clock reads the server's time in µs. Arithmetic converts TIME's
--- strings itself, exactly, without a call.
-local function clock(args)
-  if args[1] ~= '' then return tonum(args[1]) end
+-- clock returns the time in µs and the expiry slack in ms: a test's, in
+-- the arguments after the n a call has, or the server's TIME and 0.
+-- Arithmetic converts TIME's strings itself, exactly, without a call.
+local function clock(args, n)
+  if args[n + 1] then return tonum(args[n + 1]), count(args[n + 2]) end
   local t = redis.call('TIME')
-  return t[1] * 1000000 + t[2]
+  return t[1] * 1000000 + t[2], 0
 end
 
-local function context(keys, args, ro, np)
-  local c = {ro = ro, now = clock(args), slack = count(args[2]), cost = count(args[3]), x = tonum(args[4]), p = {}, marker = keys[np + 1]}
+-- context reads a call's arguments, n of them before a test's clock.
+local function context(keys, args, ro, np, n)
+  local now, slack = clock(args, n)
+  local c = {ro = ro, now = now, slack = slack, cost = count(args[1]), x = tonum(args[2]), p = {}, marker = keys[np + 1]}
   for i = 1, np do
-    local j = 2 + 3 * i
+    local j = 3 * i
     local q = {k = keys[i], algo = args[j], limit = tonum(args[j + 1])}
     if q.algo == 'p' then
       local p, a, b, n = match(args[j + 2], '^(%d+),(%d+),(%d+),(%d+)$')
@@ -607,7 +612,7 @@ local function lease(want, room, now, lend, exact)
 end
 
 -- take decides cost more requests for every policy and records them in
--- all of them if all allow it, with a lease of up to ARGV[4] more slots
+-- all of them if all allow it, with a lease of up to ARGV[2] more slots
 -- when every policy has room for it. Reply: {now, allowed, r1, policy,
 -- remaining, retry, reset, lease slots, lease end (without a lease, 0 or
 -- when to ask again: see lease), then each policy's lease mark, when
@@ -615,6 +620,10 @@ end
 -- one reported, the tightest, as ratelimit.Store describes it; r1 is 0
 -- unless the set refuses and would refuse a request of cost 1 now too:
 -- then the time until one would fit, for the refusal cache.
+-- The one-policy paths below (takeGCRA, takeCounter, takeLog) answer an
+-- admission with no lease and no time to ask again, the most common
+-- reply, {now, remaining, reset} instead: a reply costs the server per
+-- element.
 local function takeAll(c)
   local cost, allowed, room = c.cost, true, nil
   for _, q in ipairs(c.p) do
@@ -664,14 +673,15 @@ local function takeAll(c)
 end
 
 -- takeGCRA is take for a set of one GCRA policy, the common case, written
--- out on locals: the steps, state and reply of A.g on the general path,
--- with the few Lua calls an allowed request needs. Every call costs the
+-- out on locals: the steps, state and reply (or the short one: see
+-- takeAll) of A.g on the general path, with the few Lua calls an allowed
+-- request needs. Every call costs the
 -- server about 50 ns, and the general path makes some twenty: written
 -- out, one GCRA policy costs the server about what redis_rate's script
 -- does. The conformance suite runs both: one policy here, sets on run.
 local function takeGCRA(keys, args)
-  local now, slack, cost, want = clock(args), count(args[2]), count(args[3]), count(args[4])
-  local k, limit, w = keys[1], tonum(args[6]), tonum(args[7])
+  local now, slack = clock(args, 5)
+  local cost, want, k, limit, w = count(args[1]), count(args[2]), keys[1], tonum(args[4]), tonum(args[5])
   local t, depth = gcraParams(limit, w)
   local tat = now
   local v = redis.pcall('GET', k)
@@ -700,15 +710,15 @@ local function takeGCRA(keys, args)
   -- gcraReset written out: tat is ahead of now, and rem is not negative.
   local rem = floor((now + depth - tat) / t)
   local reset = tat - depth + (rem + 1) * t - now
-  if extra == 0 then return {now, 1, 0, 1, rem, 0, reset, 0, 0} end
+  if extra == 0 then return {now, rem, reset} end
   return {now, 1, 0, 1, rem, 0, reset, extra, lend, tat}
 end
 
 -- takeCounter is take for a set of one window counter, written out on
 -- locals as takeGCRA is.
 local function takeCounter(keys, args)
-  local now, slack, cost, want = clock(args), count(args[2]), count(args[3]), count(args[4])
-  local k, limit, w = keys[1], tonum(args[6]), tonum(args[7])
+  local now, slack = clock(args, 5)
+  local cost, want, k, limit, w = count(args[1]), count(args[2]), keys[1], tonum(args[4]), tonum(args[5])
   local idx, cur, prev, bad = counterLoad(k)
   if bad then redis.call('UNLINK', k) end
   local moved
@@ -728,6 +738,7 @@ local function takeCounter(keys, args)
   cur, u = cur + cost + extra, u + cost + extra
   counterSet(k, idx, cur, prev, w, now, slack)
   local rem, reset = max(limit - u, 0), counterReset(now, start, w, cur, prev, limit, u)
+  if extra == 0 and lend == 0 then return {now, rem, reset} end
   if extra == 0 then return {now, 1, 0, 1, rem, 0, reset, 0, lend} end
   return {now, 1, 0, 1, rem, 0, reset, extra, lend, idx}
 end
@@ -735,8 +746,8 @@ end
 -- takeLog is take for a set of one sliding log, on locals as takeGCRA;
 -- takeLogOnce raises {bad = k} where run would start over.
 local function takeLogOnce(keys, args)
-  local now, slack, cost, want = clock(args), count(args[2]), count(args[3]), count(args[4])
-  local k, limit, w = keys[1], tonum(args[6]), tonum(args[7])
+  local now, slack = clock(args, 5)
+  local cost, want, k, limit, w = count(args[1]), count(args[2]), keys[1], tonum(args[4]), tonum(args[5])
   local n, head, newest, bad = logLoad(k)
   if bad then redis.call('UNLINK', k) end
   local off, rec
@@ -757,7 +768,7 @@ local function takeLogOnce(keys, args)
   if want > 0 then extra, lend = lease(want, room, now, lend) end
   local reset, mark
   rem, reset, mark = logRecord(k, off, n, head, newest, rec, limit, w, now, slack, cost, extra, lend)
-  if extra == 0 then return {now, 1, 0, 1, rem, 0, reset, 0, 0} end
+  if extra == 0 then return {now, rem, reset} end
   return {now, 1, 0, 1, rem, 0, reset, extra, lend, mark}
 end
 
@@ -771,10 +782,10 @@ end
 
 local function take(keys, args)
   if not floor then init() end
-  if #keys == 1 and args[5] == 'l' then return takeLog(keys, args) end
-  if #keys == 1 and args[5] == 'g' then return takeGCRA(keys, args) end
-  if #keys == 1 and args[5] == 'c' then return takeCounter(keys, args) end
-  return run(context(keys, args, false, #keys), takeAll)
+  if #keys == 1 and args[3] == 'l' then return takeLog(keys, args) end
+  if #keys == 1 and args[3] == 'g' then return takeGCRA(keys, args) end
+  if #keys == 1 and args[3] == 'c' then return takeCounter(keys, args) end
+  return run(context(keys, args, false, #keys, 2 + 3 * #keys), takeAll)
 end
 
 -- peek reports, without writing anything, whether one more request would
@@ -798,7 +809,7 @@ end
 
 local function peek(keys, args)
   if not floor then init() end
-  return run(context(keys, args, true, #keys), peekAll)
+  return run(context(keys, args, true, #keys, 2 + 3 * #keys), peekAll)
 end
 
 -- since reports whether requests counted at t may still be taken back: no
@@ -810,7 +821,7 @@ local function since(c, t)
   return not reset or t > reset
 end
 
--- refund takes back cost requests counted at the instant ARGV[4] from
+-- refund takes back cost requests counted at the instant ARGV[2] from
 -- every policy whose window still holds it, unless the client was Reset
 -- since. Reply: {now}.
 -- A lease's requests are logged at its end, LEASE after their instant t:
@@ -826,12 +837,12 @@ end
 
 local function refund(keys, args)
   if not floor then init() end
-  local c = context(keys, args, false, #keys - 1)
+  local c = context(keys, args, false, #keys - 1, 2 + 3 * (#keys - 1))
   if not since(c, c.x) then return {c.now} end
   return run(c, refundAll)
 end
 
--- release gives back the unused slots of a lease granted at ARGV[4], by
+-- release gives back the unused slots of a lease granted at ARGV[2], by
 -- each policy's mark, unless the client was Reset since. Reply: {now}.
 local function releaseAll(c)
   for _, q in ipairs(c.p) do A[q.algo].release(c, q, c.unused) end
@@ -841,9 +852,9 @@ end
 local function release(keys, args)
   if not floor then init() end
   local np = #keys - 1
-  local c = context(keys, args, false, np)
+  local c = context(keys, args, false, np, 3 + 4 * np)
   if not since(c, c.x) then return {c.now} end
-  local tail = 5 + 3 * np
+  local tail = 3 + 3 * np
   c.unused = tonum(args[tail])
   for i, q in ipairs(c.p) do q.mark = num(args[tail + i]) end
   return run(c, releaseAll)
@@ -858,7 +869,7 @@ end
 -- Reply: {now}.
 local function reset(keys, args)
   if not floor then init() end
-  local c = context(keys, args, false, #keys - 1)
+  local c = context(keys, args, false, #keys - 1, 2 + 3 * (#keys - 1))
   local keep = 0
   for _, q in ipairs(c.p) do
     redis.call('UNLINK', q.k)

@@ -290,3 +290,38 @@ func TestForeignValues(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeReplyLength pins the take function's short reply: an admission
+// under one policy with no lease is {now, remaining, reset}, three
+// elements where the full reply has nine, since a reply costs the server
+// per element; a refusal, and an admission under a set of two, are full.
+func TestTakeReplyLength(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	st, p := newStore(t, c)
+	for _, code := range []string{"g", "l", "c"} {
+		set := policySet(t, ratelimit.Policy{Name: "m", Limit: 1, Window: time.Minute})
+		takeOK(t, st, "warm", set, 1) // loads the library
+		key := stateKey(p, "k"+code, set, "m")
+		lens := make([]int, 2)
+		for i := range lens {
+			r, err := c.FCall(ctx, redisstore.FnTake, []string{key}, 1, 0, code, 1, 60_000_000).Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lens[i] = len(r)
+		}
+		if lens[0] != 3 || lens[1] != 9 {
+			t.Errorf("%s: admitted then refused: replies of %v elements, want [3 9]", code, lens)
+		}
+	}
+	two := policySet(t, ratelimit.Policy{Name: "a", Limit: 5, Window: time.Minute}, ratelimit.Policy{Name: "b", Limit: 9, Window: time.Hour, Algorithm: ratelimit.GCRA})
+	r, err := c.FCall(ctx, redisstore.FnTake, []string{stateKey(p, "two", two, "a"), stateKey(p, "two", two, "b")},
+		1, 0, "l", 5, 60_000_000, "g", 9, 3_600_000_000).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r) != 9 || r[1] != 1 {
+		t.Errorf("a set of two admitted: %v, want the full reply of 9 elements, allowed", r)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -373,18 +372,12 @@ func sameLimits(a, b ratelimit.PolicySet) bool {
 	return true
 }
 
-// args returns a function's ARGV for set (see library.lua): the header
-// (the clock, the expiry slack, cost and x), then each policy's
-// algorithm, limit and window in µs. It leaves room for release's tail.
+// args returns a function's ARGV for set (see library.lua): cost and x,
+// then each policy's algorithm, limit and window in µs. It leaves room
+// for release's tail and a test's clock (see fcall).
 func (s *Store) args(set ratelimit.PolicySet, cost int, x int64) []any {
-	a := make([]any, 4, 4+4*set.Len()+1)
-	a[0], a[1], a[2], a[3] = "", "0", cost, x
-	if s.clock != nil {
-		// The injected clock does not move with Redis's: keep keys an
-		// hour longer than they matter, so that none expires while a
-		// test's time stands still.
-		a[0], a[1] = strconv.FormatInt(s.clock().UnixMicro(), 10), "3600000"
-	}
+	a := make([]any, 2, 2+4*set.Len()+3)
+	a[0], a[1] = cost, x
 	var now time.Time // for calendar periods, read once
 	for i := range set.Len() {
 		p := set.At(i)
@@ -449,9 +442,14 @@ type taken struct {
 
 // decodeTake turns the take function's reply into a taken: {now, allowed,
 // r1, policy, remaining, retry, reset, lease slots, lease end (or, without
-// a lease, 0 or when to ask again), then the marks when there is a lease}.
+// a lease, 0 or when to ask again), then the marks when there is a lease},
+// or, for an admission under a set of one policy with none of the rest,
+// {now, remaining, reset}.
 func decodeTake(set ratelimit.PolicySet, reply []int64) (taken, bool) {
 	n := set.Len()
+	if len(reply) == 3 { // {now, remaining, reset}: see takeAll in library.lua
+		return taken{res: result(set.At(0), reply[0], true, reply[1], 0, reply[2])}, n == 1
+	}
 	if len(reply) < 9 || reply[3] < 1 || reply[3] > int64(n) || reply[7] > 0 && len(reply) != 9+n {
 		return taken{}, false
 	}
