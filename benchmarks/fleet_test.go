@@ -746,7 +746,7 @@ func recoveryErrors(recs [][]recovery, bound time.Duration) []error {
 }
 
 // serverCostRounds is how many rounds fleetServerCost takes the median of.
-const serverCostRounds = 3
+const serverCostRounds = 5
 
 // redisNewFleetClient is a client of srv with the README's settings and
 // redisstore.Dial, closed when t ends.
