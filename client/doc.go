@@ -55,11 +55,13 @@
 // a cache. So is a request that Base fails, since the server may have
 // counted it before the failure, unless it never left: a failed dial of
 // its connection (DNS lookup included) or of its proxy, a *net.OpError
-// of Op "dial" or "proxyconnect", spent nothing, if Base wrote none of
-// the request before it (as an httptrace.ClientTrace's WroteHeaders
-// tells: net/http sends a request again on a new connection when the one
-// it reused closed before the answer). Waiting requests are not served
-// in order.
+// of Op "dial" or "proxyconnect", and a failed TLS handshake (a
+// *tls.CertificateVerificationError, a tls.RecordHeaderError, or an alert
+// from the server, a *net.OpError of Op "remote error"), spent nothing,
+// if Base wrote none of the request before it (as an
+// httptrace.ClientTrace's WroteHeaders tells: net/http sends a request
+// again on a new connection when the one it reused closed before the
+// answer). Waiting requests are not served in order.
 //
 // The wait honours the request's context: a wait for a reset (or
 // Retry-After) that comes at or after the context's deadline is not

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -189,13 +190,20 @@ func send(base http.RoundTripper, s *server, r *http.Request, rep *report, refus
 
 // unsent reports whether err, from a Base, says that the request never
 // left for the server: the dial of its connection failed (its DNS lookup
-// included), or that of the proxy it goes through, as net/http reports
-// them. Only if Base wrote none of it before: net/http sends a request
-// again on a new connection when the one it reused closed before the
-// answer, and the server may have counted what it read there.
+// included), or that of the proxy it goes through, or the TLS handshake
+// did (a certificate not trusted, a server that does not speak TLS or
+// refuses the handshake), as net/http and crypto/tls report them. Only if
+// Base wrote none of it before: net/http sends a request again on a new
+// connection when the one it reused closed before the answer, and the
+// server may have counted what it read there.
 func unsent(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
+	if errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect" || op.Op == "remote error") {
+		return true // "remote error": an alert the server sent in the handshake
+	}
+	var cert *tls.CertificateVerificationError
+	var record tls.RecordHeaderError
+	return errors.As(err, &cert) || errors.As(err, &record)
 }
 
 // again returns the request to send after resp, the answer at now to

@@ -2,8 +2,10 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -1029,6 +1031,25 @@ func TestFailedRequests(t *testing.T) {
 	addr := refusedAddr(t)
 	dialErr := sendError(t, &http.Transport{}, "http://"+addr+"/")
 	proxyErr := sendError(t, &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: addr})}, "https://api.test/")
+	// And when the TLS handshake fails: a certificate the client does not
+	// trust, a server that does not speak TLS, and one that refuses the
+	// handshake with an alert.
+	tlsServer := func(c *tls.Config) *httptest.Server {
+		srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake errors
+		srv.TLS = c
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	certErr := sendError(t, &http.Transport{}, tlsServer(nil).URL)
+	plain := httptest.NewServer(http.NotFoundHandler())
+	defer plain.Close()
+	recordErr := sendError(t, &http.Transport{}, "https://"+plain.Listener.Addr().String()+"/")
+	// In TLS 1.2 the server's alert ends the handshake; in 1.3 it would
+	// come after the client wrote the request, which then spends.
+	picky := tlsServer(&tls.Config{ClientAuth: tls.RequireAnyClientCert, MaxVersion: tls.VersionTLS12})
+	alertErr := sendError(t, picky.Client().Transport, picky.URL)
 	for _, tt := range []struct {
 		name     string
 		err      error
@@ -1039,6 +1060,9 @@ func TestFailedRequests(t *testing.T) {
 		{"a failed DNS lookup spends nothing",
 			&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "api.test", IsNotFound: true}},
 			[]time.Duration{0, 0}},
+		{"a certificate not trusted spends nothing", certErr, []time.Duration{0, 0}},
+		{"a server that does not speak TLS spends nothing", recordErr, []time.Duration{0, 0}},
+		{"a handshake refused with an alert spends nothing", alertErr, []time.Duration{0, 0}},
 		{"a connection lost after the request went spends the last request",
 			&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET},
 			[]time.Duration{0, 60 * sec}},
