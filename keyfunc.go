@@ -406,7 +406,7 @@ func checkKeyers(who string, keys []Keyer) error {
 	}
 	var errs []error
 	for i, k := range keys {
-		if isNil(k) {
+		if isNilValue(k) {
 			errs = append(errs, fmt.Errorf("ratelimit: %s: Keyer %d is nil", who, i))
 			continue
 		}
@@ -414,11 +414,6 @@ func checkKeyers(who string, keys []Keyer) error {
 	}
 	return errors.Join(errs...)
 }
-
-// isNil reports whether k is nil, a nil KeyFunc, or a Keyer holding
-// another nil value, a nil *T say, which is not == nil but would panic at
-// the first request (see isNilValue).
-func isNil(k Keyer) bool { return isNilValue(k) }
 
 // misconfigured is the Keyer an extractor returns for an invalid
 // configuration: New refuses it with err, so that an invalid option

@@ -38,7 +38,7 @@ type Limiter struct {
 func New(limit int, window time.Duration, key Keyer, opts ...Option) (*Limiter, error) {
 	c := defaultConfig()
 	var errs []error
-	if isNil(key) {
+	if isNilValue(key) {
 		errs = append(errs, errorf("nil Keyer: say what to limit by, e.g. KeyByIP()"))
 	} else {
 		errs = append(errs, keyError(key)) // an extractor built from invalid options
