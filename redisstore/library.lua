@@ -675,10 +675,10 @@ end
 -- takeGCRA is take for a set of one GCRA policy, the common case, written
 -- out on locals: the steps, state and reply (or the short one: see
 -- takeAll) of A.g on the general path, with the few Lua calls an allowed
--- request needs. Every call costs the
--- server about 50 ns, and the general path makes some twenty: written
--- out, one GCRA policy costs the server about what redis_rate's script
--- does. The conformance suite runs both: one policy here, sets on run.
+-- request needs. Every call costs the server about 50 ns, and the general
+-- path makes some twenty: written out, one GCRA policy costs the server
+-- about what redis_rate's script does. The conformance suite runs both:
+-- one policy here, sets on run.
 local function takeGCRA(keys, args)
   local now, slack = clock(args, 5)
   local cost, want, k, limit, w = count(args[1]), count(args[2]), keys[1], tonum(args[4]), tonum(args[5])
