@@ -26,7 +26,7 @@ const (
 	// as if the key were fresh, and names the one with the least limit.
 	// Protection is off while Redis is down, except for the refusals the
 	// store remembers (WithRefusalCache), which it answers until they
-	// expire.
+	// expire. A Refund of a request admitted so takes back nothing.
 	FailOpen
 	// FailLocal decides with a store local to the process (a memory store
 	// made by New, or the one given WithFallback), each limit divided by
@@ -70,10 +70,11 @@ func openResult(set ratelimit.PolicySet, cost int, at time.Time) ratelimit.Resul
 	return res
 }
 
-// locals remembers the requests the fallback of FailLocal admitted, by
-// key, set and instant, so that their Refund goes to the fallback, which
-// counted them, and not to Redis, which did not: there it would take back
-// a request Redis did count. A fixed table of hashes; a request whose
+// locals remembers the requests admitted without Redis, by FailOpen or
+// the fallback of FailLocal, by key, set and instant, so that their
+// Refund goes to the fallback, which counted them, or nowhere, and not
+// to Redis, which did not: there it would take back a request Redis did
+// count. A fixed table of hashes; a request whose
 // entry another overwrote is refunded from Redis, as before.
 type locals struct {
 	seed  maphash.Seed

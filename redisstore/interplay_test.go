@@ -3,6 +3,9 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -214,5 +217,80 @@ func TestResetDropsALeaseInFlight(t *testing.T) {
 	}
 	if n != 40 {
 		t.Errorf("%d admitted after the Reset, want the limit, 40", n)
+	}
+}
+
+// failNextTake fails the next call of the take function once armed, as a
+// call that found no connection in the pool within the timeout does,
+// unsent: the calls after it reach Redis.
+type failNextTake struct{ armed *atomic.Bool }
+
+func (h failNextTake) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h failNextTake) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "fcall" && fmt.Sprint(cmd.Args()[1]) == redisstore.FnTake && h.armed.CompareAndSwap(true, false) {
+			cmd.SetErr(redis.ErrPoolTimeout)
+			return redis.ErrPoolTimeout
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h failNextTake) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestRefundOfAnOpenAdmission: under FailOpen a request Redis failed to
+// decide is served and counted nowhere. If WithCountIf then takes it back
+// (its handler answered 200), the refund must not reach Redis, which never
+// counted it: there it would take back another request, which Redis did
+// count, and the window would admit one more than the limit.
+func TestRefundOfAnOpenAdmission(t *testing.T) {
+	for _, algo := range []ratelimit.Algorithm{ratelimit.SlidingLog, counter, gcra, ratelimit.Daily} {
+		t.Run(algo.String(), func(t *testing.T) {
+			c := sharedClient(t)
+			var armed atomic.Bool
+			c.AddHook(failNextTake{&armed})
+			clk := &storetest.Clock{}
+			clk.Set(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			st, _ := clockedStore(t, c, clk, redisstore.WithFailurePolicy(redisstore.FailOpen), redisstore.WithRefusalCache(0))
+			window := time.Hour
+			if algo == ratelimit.Daily {
+				window = 0
+			}
+			// Failed logins count, successful ones are taken back.
+			l, err := ratelimit.New(3, window, ratelimit.KeyByHeader("X-User"), ratelimit.WithStore(st), ratelimit.WithAlgorithm(algo),
+				ratelimit.WithCountIf(func(_ *http.Request, status int) bool { return status != http.StatusOK }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("X-Password") != "right" {
+					w.WriteHeader(http.StatusUnauthorized)
+				}
+			}))
+			login := func(password string) int {
+				r := httptest.NewRequest("POST", "/login", nil)
+				r.Header.Set("X-User", "alice")
+				r.Header.Set("X-Password", password)
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w.Code
+			}
+			login("wrong")
+			login("wrong")
+			armed.Store(true)
+			if got := login("right"); got != http.StatusOK || armed.Load() {
+				t.Fatalf("the login Redis failed to decide: %d, want 200, served open", got)
+			}
+			var got []int
+			for range 3 {
+				got = append(got, login("wrong"))
+			}
+			if want := []int{401, 429, 429}; !slices.Equal(got, want) {
+				t.Errorf("failed logins after 2 counted of 3 and an open one taken back: %v, want %v", got, want)
+			}
+		})
 	}
 }

@@ -75,7 +75,9 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 // policy whose window still holds the instant at takes back cost requests
 // counted then, as ratelimit.Store describes, unless the client was Reset
 // since; and the refusal this process remembers for key and set is
-// forgotten. A failure of Redis is counted and returned, wrapping
+// forgotten. Requests FailOpen admitted, which Redis never counted, are
+// taken back from nowhere, and those the fallback of FailLocal admitted
+// from the fallback. A failure of Redis is counted and returned, wrapping
 // ErrUnavailable: the requests then stay counted.
 func (s *Store) Refund(ctx context.Context, key string, set ratelimit.PolicySet, cost int, at time.Time) error {
 	if err := set.CheckCost(cost); err != nil {
@@ -85,7 +87,11 @@ func (s *Store) Refund(ctx context.Context, key string, set ratelimit.PolicySet,
 		return err
 	}
 	if s.locals != nil && s.locals.take(key, set, at) {
-		// The fallback admitted it, and Redis never counted it.
+		// Redis never counted it: FailOpen counted it nowhere, or the
+		// fallback of FailLocal did.
+		if s.policy == FailOpen {
+			return nil
+		}
 		lkey, share := s.localKey(key, set)
 		return s.fallback.Refund(ctx, lkey, share, cost, at)
 	}

@@ -33,7 +33,7 @@ type Store struct {
 	bounded  bool      // the client itself gives up at a context's deadline
 	refusals *refusals // nil when the cache is off
 	leases   *leases   // nil when leases are off
-	locals   *locals   // under FailLocal, the fallback's admissions
+	locals   *locals   // the admissions Redis did not count (FailOpen, FailLocal)
 	loads    loader    // of the library, when a server lacks it
 
 	clock func() time.Time // test hook: the functions' time; nil for TIME
@@ -117,7 +117,7 @@ func (s *Store) start(leases bool) error {
 		}
 		s.fallback, s.owned = ms, true
 	}
-	if s.policy == FailLocal {
+	if s.policy != FailClosed {
 		s.locals = &locals{seed: maphash.MakeSeed()}
 	}
 	if leases {
@@ -225,7 +225,9 @@ func (s *Store) takeFailed(ctx context.Context, key string, set ratelimit.Policy
 	s.fail(err)
 	switch s.policy {
 	case FailOpen:
-		return openResult(set, cost, s.local()), nil
+		res := openResult(set, cost, s.local())
+		s.locals.add(key, set, res.At)
+		return res, nil
 	case FailLocal:
 		if lkey, share := s.localKey(key, set); share.CheckCost(cost) == nil {
 			res, err := s.fallback.Take(ctx, lkey, share, cost)
