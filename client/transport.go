@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -164,7 +165,7 @@ func send(base http.RoundTripper, s *server, r *http.Request, rep *report, refus
 	// connection (see unsent).
 	var wrote atomic.Bool
 	traced := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}))
-	resp, err := base.RoundTrip(traced)
+	resp, err := roundTrip(base, traced, s, probe)
 	now := time.Now()
 	o := outcome{probe: probe, rep: rep}
 	if err == nil {
@@ -186,6 +187,26 @@ func send(base http.RoundTripper, s *server, r *http.Request, rep *report, refus
 		return nil, now, err
 	}
 	return resp, now, nil
+}
+
+// roundTrip sends r, reserved on s, through base. If base panics, r is
+// settled as a request that may have been sent before the panic goes on,
+// so that it is not held in flight, nor a probe's turn held, forever: no
+// later request to s could go. A Base that returns neither a response
+// nor an error fails r, as http.Client fails such a round trip.
+func roundTrip(base http.RoundTripper, r *http.Request, s *server, probe bool) (resp *http.Response, err error) {
+	done := false
+	defer func() {
+		if !done {
+			s.settle(outcome{probe: probe}, time.Now())
+		}
+	}()
+	resp, err = base.RoundTrip(r)
+	if resp == nil && err == nil {
+		err = fmt.Errorf("ratelimit: client: %T returned a nil *Response with a nil error", base)
+	}
+	done = true
+	return resp, err
 }
 
 // unsent reports whether err, from a Base, says that the request never

@@ -1118,3 +1118,62 @@ func TestSentThenRedialFailed(t *testing.T) {
 	_, err = tr.RoundTrip(newRequest(t, ctx, http.MethodGet, srv.URL, nil))
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "the third request, due after the reset in 60 s")
 }
+
+// faulty is a Base whose second request panics, or comes back with
+// neither a response nor an error (a bug of the Base either way), and
+// which sends the others through next.
+type faulty struct {
+	next  http.RoundTripper
+	panic bool
+	n     atomic.Int32
+}
+
+func (f *faulty) RoundTrip(r *http.Request) (*http.Response, error) {
+	if f.n.Add(1) != 2 {
+		return f.next.RoundTrip(r)
+	}
+	if f.panic {
+		panic("faulty Base")
+	}
+	return nil, nil
+}
+
+// TestFaultyBase has the probe after a quota's reset fail in a Base that
+// panics or breaks the RoundTripper contract: the request after it must
+// go at once, not wait for an answer that never comes until its deadline
+// (and, without one, forever).
+func TestFaultyBase(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		panic bool
+	}{
+		{"Base panics", true},
+		{"Base returns no response and no error", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := &scripted{answers: []scriptedAnswer{{200, http.Header{"Ratelimit": {`"default";r=0;t=1`}}}}}
+				tr := &client.Transport{Base: &faulty{next: inMemory{h: srv}, panic: tt.panic}}
+				spend(t, tr, "http://api.test/")
+				time.Sleep(time.Second) // fake time: the reset, after which a probe goes
+				func() {
+					defer func() {
+						assert.Equal(t, tt.panic, recover() != nil, "the probe's RoundTrip panicked")
+					}()
+					resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+					assert.Nil(t, resp, "the probe's response")
+					assert.Error(t, err, "the probe's error")
+				}()
+
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				start := time.Now()
+				resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+				require.NoError(t, err, "the request after the faulty one")
+				resp.Body.Close()
+				assert.Zero(t, time.Since(start), "time the request after the faulty one took")
+				assert.Equal(t, http.StatusOK, resp.StatusCode, "status of the request after the faulty one")
+			})
+		})
+	}
+}
