@@ -34,9 +34,10 @@ type Policy struct {
 // Period returns the calendar period of p that holds t, as stores count
 // it: from midnight of its first day in p.Location (UTC if nil), weeks
 // from Monday; periods are computed with time.Date, so that a day of a
-// change of daylight saving time has its 23 or 25 hours, and a day whose
-// midnight a change skips begins at the change. For a policy of
-// a rolling window, it returns the window that ends at t.
+// change of daylight saving time has its 23 or 25 hours, a day whose
+// midnight a change skips begins at the change, and one whose midnight
+// comes twice begins at the first. For a policy of a rolling window, it
+// returns the window that ends at t.
 func (p Policy) Period(t time.Time) (start, end time.Time) {
 	if !isCalendar(p.Algorithm) {
 		return t.Add(-p.Window), t
@@ -45,12 +46,26 @@ func (p Policy) Period(t time.Time) (start, end time.Time) {
 	if loc == nil {
 		loc = time.UTC
 	}
-	y, m, d := t.In(loc).Date()
+	start, end = p.calendarPeriod(t.In(loc))
+	if !t.Before(end) {
+		// A change of time took the clock back across midnight, as St.
+		// John's did from 00:01 to 23:01 until 2011: t's date is that of
+		// the period before, which ended at the first midnight.
+		return p.calendarPeriod(end)
+	}
+	return start, end
+}
+
+// calendarPeriod returns the bounds of the calendar period of p that
+// holds t's date, in t's location.
+func (p Policy) calendarPeriod(t time.Time) (start, end time.Time) {
+	y, m, d := t.Date()
+	loc := t.Location()
 	switch p.Algorithm {
 	case Daily:
 		return midnight(y, m, d, loc), midnight(y, m, d+1, loc)
 	case Weekly:
-		d -= (int(t.In(loc).Weekday()) + 6) % 7 // back to Monday
+		d -= (int(t.Weekday()) + 6) % 7 // back to Monday
 		return midnight(y, m, d, loc), midnight(y, m, d+7, loc)
 	}
 	return midnight(y, m, 1, loc), midnight(y, m+1, 1, loc)
@@ -59,11 +74,23 @@ func (p Policy) Period(t time.Time) (start, end time.Time) {
 // midnight returns the first instant of the day y-m-d in loc (normalized
 // as by time.Date). Where a change of time skips midnight, as Santiago's
 // in September, the day begins at the change, and time.Date may give the
-// hour before it, on the day before.
+// hour before it, on the day before. Where a change takes the clock back
+// across midnight, as Amman's did from 01:00 to 00:00 until 2022, the day
+// begins at the first of its midnights, and time.Date may give the second.
 func midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
 	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
 	if t.Day() != time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Day() {
 		_, t = t.ZoneBounds()
+		return t
+	}
+	if change, _ := t.ZoneBounds(); !change.IsZero() && t.Sub(change) < 24*time.Hour {
+		// Midnight under the offset before the change, if it came then.
+		from, _ := change.Add(-1).ZoneBounds()
+		_, offset := change.Add(-1).Zone()
+		first := time.Date(y, m, d, 0, 0, 0, 0, time.FixedZone("", offset))
+		if first.Before(change) && (from.IsZero() || !first.Before(from)) {
+			return first.In(loc)
+		}
 	}
 	return t
 }

@@ -25,9 +25,37 @@ func (s *suite) calendarCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range calendarPeriods(berlin, santiago) {
+	cases := calendarPeriods(berlin, santiago)
+	for _, z := range []string{"Asia/Amman", "America/St_Johns"} {
+		loc, err := time.LoadLocation(z)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, repeatedMidnights(loc)...)
+	}
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { s.calendarPeriod(t, c) })
 	}
+}
+
+// repeatedMidnights are the cases of calendarCase where a change of time
+// takes the clock back across midnight, in loc, Asia/Amman or
+// America/St_Johns: the day begins at the first of its midnights, and an
+// instant whose date is the day before, after it, is in the new day.
+func repeatedMidnights(loc *time.Location) []calendarPeriodCase {
+	utc := func(y int, m time.Month, d, h, min int) time.Time { return time.Date(y, m, d, h, min, 0, 0, time.UTC) }
+	if loc.String() == "Asia/Amman" {
+		// Amman's clocks went from 01:00 +03 to 00:00 +02 on 29 October
+		// 2021: the 29th began at 21:00 UTC, its first midnight, and had
+		// 25 hours.
+		return []calendarPeriodCase{{"a midnight that comes twice", ratelimit.Daily, loc,
+			utc(2021, 10, 28, 21, 0), utc(2021, 10, 28, 21, 30), utc(2021, 10, 29, 22, 0), utc(2021, 10, 30, 22, 0)}}
+	}
+	// St. John's clocks went from 00:01 -02:30 to 23:01 -03:30 on 7
+	// November 2010: the 7th began at 02:30 UTC, and 03:00 UTC, 23:30 on
+	// the 6th again, was in it.
+	return []calendarPeriodCase{{"the clock back across midnight", ratelimit.Daily, loc,
+		utc(2010, 11, 7, 2, 30), utc(2010, 11, 7, 3, 0), utc(2010, 11, 8, 3, 30), utc(2010, 11, 9, 3, 30)}}
 }
 
 // calendarPeriodCase is one case of calendarCase: a quota of algo in loc
