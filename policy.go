@@ -83,7 +83,11 @@ func midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
 		_, t = t.ZoneBounds()
 		return t
 	}
-	if change, _ := t.ZoneBounds(); !change.IsZero() && t.Sub(change) < 24*time.Hour {
+	if t.Add(-1).Day() != t.Day() {
+		return t // the instant before is on the day before, as nearly always
+	}
+	// The day began earlier: a change took the clock back across midnight.
+	if change, _ := t.ZoneBounds(); !change.IsZero() {
 		// Midnight under the offset before the change, if it came then.
 		from, _ := change.Add(-1).ZoneBounds()
 		_, offset := change.Add(-1).Zone()
