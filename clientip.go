@@ -286,8 +286,15 @@ func (c *ipConfig) walk(lines []string) (netip.Addr, bool) {
 		}
 		if c.hops > 0 {
 			// Position alone says who wrote the entry: the hops-1 to
-			// the right of the client's are the proxies' own.
+			// the right of the client's are the proxies' own. A
+			// Forwarded element must still keep to the grammar: one
+			// that does not was cut at a comma inside a quoted string
+			// (a host= echoing the client's Host), which shifts every
+			// position to its left.
 			if w.seen < c.hops {
+				if c.kind == headerForwarded && !wellFormed(entry) {
+					return netip.Addr{}, false
+				}
 				continue
 			}
 			return c.parseEntry(entry)
@@ -466,8 +473,8 @@ func parseForwardedElement(s string) (netip.Addr, bool) {
 	if len(s) > maxElementLen {
 		return netip.Addr{}, false
 	}
-	val, ok := forwardedFor(s)
-	if !ok {
+	val, fors, ok := forwardedFor(s)
+	if !ok || fors != 1 {
 		return netip.Addr{}, false
 	}
 	if val[0] == '"' {
@@ -479,17 +486,15 @@ func parseForwardedElement(s string) (netip.Addr, bool) {
 	return parseNode(val)
 }
 
-// forwardedFor returns the value of the one for= pair of an element as
-// written, quotes included, or false if the element breaks the grammar or
-// has no for= pair or two. Every pair is checked, not just up to for=, so
-// that an element is read only if all of it is well formed.
-func forwardedFor(s string) (string, bool) {
-	var val string
-	found := false
+// forwardedFor returns the value of the last for= pair of an element as
+// written, quotes included, and the number of its for= pairs, or false if
+// the element breaks the grammar. Every pair is checked, not just up to
+// for=, so that an element is read only if all of it is well formed.
+func forwardedFor(s string) (val string, fors int, ok bool) {
 	for {
 		s = trimOWS(s)
 		if s == "" {
-			return val, found
+			return val, fors, true
 		}
 		if s[0] == ';' {
 			s = s[1:]
@@ -497,16 +502,20 @@ func forwardedFor(s string) (string, bool) {
 		}
 		name, v, rest, ok := cutPair(s)
 		if !ok {
-			return "", false
+			return "", 0, false
 		}
 		if strings.EqualFold(name, "for") {
-			if found {
-				return "", false
-			}
-			val, found = v, true
+			val, fors = v, fors+1
 		}
 		s = rest
 	}
+}
+
+// wellFormed reports whether s is an RFC 7239 element, whatever its
+// for= pairs.
+func wellFormed(s string) bool {
+	_, _, ok := forwardedFor(s)
+	return ok
 }
 
 // cutPair cuts the name=value pair that starts s from the rest of the

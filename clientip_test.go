@@ -168,6 +168,12 @@ func TestKeyByIP(t *testing.T) {
 		{"TrustedHops takes a private address", hops(1), "203.0.113.7:1", xff("10.0.0.2"), "ip:10.0.0.2"},
 		{"TrustedHops 64", hops(64), "203.0.113.7:1", xff(append([]string{"198.51.100.1"}, sixtyFourProxies[1:]...)...), "ip:198.51.100.1"},
 		{"TrustedHops with Forwarded", one(ratelimit.IPConfig{TrustedHops: 1, Header: "Forwarded"}), "203.0.113.7:1", fwd("for=6.6.6.6, for=198.51.100.1"), "ip:198.51.100.1"},
+		{"TrustedHops 2 with Forwarded", one(ratelimit.IPConfig{TrustedHops: 2, Header: "Forwarded"}), "203.0.113.7:1", fwd("for=6.6.6.6, for=198.51.100.1;proto=https, for=_proxy1"), "ip:198.51.100.1"},
+		// Proxies that echo the client's Host (a reg-name may hold ","
+		// and "=") as a quoted host=: cut at its commas, a proxy's
+		// element would shift the count onto the client's own words.
+		{"TrustedHops with Forwarded, a quoted comma stops the walk", one(ratelimit.IPConfig{TrustedHops: 2, Header: "Forwarded"}), "203.0.113.7:1",
+			fwd(`for=198.51.100.1;host="x,for=6.6.6.6,y", for=192.0.2.200;host="x,for=6.6.6.6,y"`), "ip:203.0.113.7"},
 		{"TrustedHops with X-Real-IP", one(ratelimit.IPConfig{TrustedHops: 1, Header: "X-Real-IP"}), "203.0.113.7:1", real("198.51.100.1"), "ip:198.51.100.1"},
 	}
 	for _, tt := range tests {

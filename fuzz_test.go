@@ -23,7 +23,8 @@ import (
 // that splits every line and walks the entries from the right, for each
 // header kind and trust mode, and the key against a plain grouping of the
 // client's address. value is split into header lines at "\n"; mode picks
-// the header or the number of hops (mod 6) and the grouping (>> 3).
+// the header or the number of hops (mod 6; with hops, Forwarded if mode
+// is 0x80 or more) and the grouping (>> 3).
 func FuzzKeyByIP(f *testing.F) {
 	f.Add("10.0.0.1:443", "6.6.6.6, 198.51.100.1, 10.0.0.2", uint8(0))
 	f.Add("10.0.0.1:443", "6.6.6.6\n198.51.100.1, 10.0.0.2", uint8(0))
@@ -39,6 +40,7 @@ func FuzzKeyByIP(f *testing.F) {
 	f.Add("10.0.0.1:443", "198.51.100.1,"+strings.Repeat(" ", 120), uint8(0))
 	f.Add("[2001:db8:ffff::1]:443", "2001:db8:1:2:3:4:5:6", uint8(0xf8))
 	f.Add("203.0.113.7:1", "6.6.6.6\n"+strings.Repeat("x", 120), uint8(4))
+	f.Add("203.0.113.7:1", `for=198.51.100.1;host="x,for=6.6.6.6,y", for=192.0.2.200;host="x,for=6.6.6.6,y"`, uint8(130)) // 2 hops (130 % 6 == 4), Forwarded
 	f.Fuzz(func(t *testing.T, remote, value string, mode uint8) {
 		config := IPConfig{TrustProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}}
 		header := hdrXFF
@@ -51,6 +53,10 @@ func FuzzKeyByIP(f *testing.F) {
 			config.Header = header
 		case 3, 4, 5:
 			config = IPConfig{TrustedHops: int(mode%6) - 2}
+			if mode >= 0x80 {
+				header = hdrForwarded
+				config.Header = header
+			}
 		}
 		config.IPv6Bits = int(mode>>3)%128 + 1
 		config.IPv4Bits = 32 - int(mode>>3)%32
@@ -115,6 +121,9 @@ func referenceClient(c *ipConfig, peer netip.Addr, lines []string) netip.Addr {
 		}
 		a, ok := c.parseEntry(e)
 		if c.hops > 0 {
+			if n < c.hops && c.kind == headerForwarded && !keysFwdSyntax.MatchString(e) {
+				return peer // a proxy's element cut inside a quoted string
+			}
 			if n == c.hops {
 				if ok {
 					return a
