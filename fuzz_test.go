@@ -347,6 +347,10 @@ func FuzzKeyCompose(f *testing.F) {
 		hashed, err := KeyHashed(KeyJoin(parts...)).Key(nil)
 		require.NoError(t, err)
 		require.Equal(t, hashKey("", join("apikey:"+a1, "apikey:"+b1)), hashed, "KeyHashed(KeyJoin(%q, %q)), too long: %v, %v", a1, b1, long1, long2)
+		// Nested, behind a part of any kind: escaped twice.
+		nested, err := KeyHashed(KeyJoin(fixed(a2), KeyJoin(part(a1, long1), fixed(b2)))).Key(nil)
+		require.NoError(t, err)
+		require.Equal(t, hashKey("", join(a2, join("apikey:"+a1, b2))), nested, "KeyHashed(KeyJoin(%q, KeyJoin(%q, %q))), too long: %v", a2, a1, b2, long1)
 		if _, err := KeyJoin(parts...).Key(nil); long1 || long2 {
 			var ke *KeyError
 			require.True(t, errors.As(err, &ke) && ke.Status == http.StatusRequestHeaderFieldsTooLarge, "KeyJoin with a part too long: error %v, want a 431", err)

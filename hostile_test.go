@@ -36,7 +36,8 @@ type keysHostileCase struct {
 // unparsed, and what the jwt package allocates to refuse a short one;
 // KeyHashed over KeyFirst the too-long error of KeyByHeader, errors.As's
 // target and the digest (3); KeyJoin over a part too long to keep a few
-// small values more (8). The bytes they allocate are bounded too (see
+// small values more (8), and KeyHashed over it the pieces it reads the
+// join through (12). The bytes they allocate are bounded too (see
 // TestHostileHeaders): neither may grow with the input.
 func keysHostileCases() []keysHostileCase {
 	const mib = 1 << 20
@@ -89,6 +90,9 @@ func keysHostileCases() []keysHostileCase {
 		{"API key 1 MiB, hashed", chain, "X-Api-Key", []string{strings.Repeat("k", mib)}, 200, keysHashOf("apikey:" + strings.Repeat("k", mib)), 3},
 		// Too long to keep and not digested: nothing needs the join.
 		{"API key 1 MiB, joined", ratelimit.KeyJoin(ratelimit.KeyByHeader("X-API-Key"), trusted), "X-Api-Key", []string{strings.Repeat("k", mib)}, 431, "", 8},
+		// Digested, the join is read in pieces: never made whole.
+		{"API key 1 MiB, joined and hashed", ratelimit.KeyHashed(ratelimit.KeyJoin(ratelimit.KeyByHeader("X-API-Key"), trusted)), "X-Api-Key", []string{strings.Repeat("k", mib)},
+			200, keysHashOf("apikey:" + strings.Repeat("k", mib) + "|ip:10.0.0.1"), 12},
 		{"API key NUL, hashed", chain, "X-Api-Key", []string{"abc\x00def"}, 200, keysHashOf("apikey:abc\x00def"), 3},
 		{"API key invalid UTF-8, hashed", chain, "X-Api-Key", []string{"\xff\xfe"}, 200, keysHashOf("apikey:\xff\xfe"), 3},
 		{"API key 10,000 lines", chain, "X-Api-Key", lines(10_000, "abc"), 200, keysHashOf("apikey:abc"), 3},

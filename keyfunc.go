@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
 	"net/textproto"
 	"slices"
@@ -128,7 +129,7 @@ func KeyByHeader(name string) Keyer {
 type longKey struct {
 	*KeyError
 	kind, value string
-	join        func() string // KeyJoin's: makes the whole key, in place of kind+value
+	join        func(d *keyDigest, depth int) // KeyJoin's: writes the whole key, in place of kind+value
 }
 
 // longPart is a part of a KeyJoin too long to keep, and its index.
@@ -137,12 +138,15 @@ type longPart struct {
 	*longKey
 }
 
-// key returns the key too long to keep, in two parts; a join is made now.
-func (e *longKey) key() (prefix, rest string) {
+// digest writes the key too long to keep to d, escaped depth times as a
+// part of a join, so that a join need not be made whole.
+func (e *longKey) digest(d *keyDigest, depth int) {
 	if e.join != nil {
-		return "", e.join()
+		e.join(d, depth)
+		return
 	}
-	return e.kind, e.value
+	d.write(e.kind, depth)
+	d.write(e.value, depth)
 }
 
 func (e *longKey) Unwrap() error { return e.KeyError }
@@ -257,17 +261,30 @@ func KeyJoin(keys ...Keyer) Keyer {
 			ks = append(ks, k)
 		}
 		if longs != nil {
-			ks := slices.Clone(ks)
-			return "", &longKey{KeyError: longs[0].KeyError, join: func() string {
-				for _, p := range longs {
-					prefix, rest := p.key()
-					ks[p.i] = prefix + rest
-				}
-				return joinKeys(ks)
-			}}
+			return "", longJoin(slices.Clone(ks), longs)
 		}
 		return joinKeys(ks), nil
 	})
+}
+
+// longJoin returns the error of a join too long to keep, whose parts are
+// ks but for those of longs, which KeyHashed digests as joinKeys would
+// join them, without making the join.
+func longJoin(ks []string, longs []longPart) *longKey {
+	return &longKey{KeyError: longs[0].KeyError, join: func(d *keyDigest, depth int) {
+		next := 0 // the next of longs
+		for i, k := range ks {
+			if i > 0 {
+				d.write("|", depth)
+			}
+			if next < len(longs) && longs[next].i == i {
+				longs[next].digest(d, depth+1)
+				next++
+				continue
+			}
+			d.write(k, depth+1)
+		}
+	}}
 }
 
 // joinKeys escapes each key and joins them with "|".
@@ -350,7 +367,7 @@ func KeyHashed(k Keyer) Keyer {
 			if long == nil {
 				return "", err
 			}
-			return hashKey(long.key()), nil
+			return hashLong(long), nil
 		}
 		return hashKey("", key), nil
 	})
@@ -386,9 +403,88 @@ func hashKey(prefix, rest string) string {
 	if key == "" {
 		key = rest
 	}
+	return digestForm(&sum, key)
+}
+
+// hashLong returns the digest form of the key too long to keep of long,
+// which a join writes in pieces, so that it is never made whole.
+func hashLong(long *longKey) string {
+	if long.join == nil {
+		return hashKey(long.kind, long.value)
+	}
+	d := keyDigest{h: sha256.New()}
+	long.digest(&d, 0)
+	d.flush()
+	var sum [sha256.Size]byte
+	d.h.Sum(sum[:0])
+	return digestForm(&sum, string(d.head[:d.n]))
+}
+
+// keyDigest digests a key written in pieces, through a buffer, and keeps
+// its first bytes, which name its kind.
+type keyDigest struct {
+	h       hash.Hash
+	buf     [256]byte
+	used    int                  // bytes of buf not yet digested
+	head    [len("apikey:")]byte // the key's first bytes, once flushed
+	n       int                  // of head
+	flushed bool
+}
+
+// write adds s to the key, escaped depth times as joinKeys escapes a part:
+// '%' as "%25" and '|' as "%7C" once, "%2525" and "%257C" twice, ...
+func (d *keyDigest) write(s string, depth int) {
+	if depth == 0 {
+		d.copy(s)
+		return
+	}
+	pct := "%" + strings.Repeat("25", depth)
+	pipe := pct[:len(pct)-2] + "7C"
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '%' || c == '|' {
+			d.copy(s[start:i])
+			if c == '%' {
+				d.copy(pct)
+			} else {
+				d.copy(pipe)
+			}
+			start = i + 1
+		}
+	}
+	d.copy(s[start:])
+}
+
+// copy adds s to the key as it is.
+func (d *keyDigest) copy(s string) {
+	if d.used+len(s) <= len(d.buf) {
+		d.used += copy(d.buf[d.used:], s)
+		return
+	}
+	for s != "" {
+		c := copy(d.buf[d.used:], s)
+		d.used, s = d.used+c, s[c:]
+		if d.used == len(d.buf) {
+			d.flush()
+		}
+	}
+}
+
+// flush digests the buffer, having kept the key's first bytes from it.
+func (d *keyDigest) flush() {
+	if !d.flushed {
+		d.n, d.flushed = copy(d.head[:], d.buf[:d.used]), true
+	}
+	d.h.Write(d.buf[:d.used])
+	d.used = 0
+}
+
+// digestForm returns the digest form of a key, given its SHA-256 and its
+// first bytes, at least up to its kind's ':' if it has a known kind.
+func digestForm(sum *[sha256.Size]byte, head string) string {
 	kind := "key"
-	if i := strings.IndexByte(key, ':'); i > 0 && knownKind(key[:i]) {
-		kind = key[:i]
+	if i := strings.IndexByte(head, ':'); i > 0 && knownKind(head[:i]) {
+		kind = head[:i]
 	}
 	const suffix = ".sha256:"
 	var buf [len("apikey") + len(suffix) + 22]byte
