@@ -74,8 +74,10 @@ func openResult(set ratelimit.PolicySet, cost int, at time.Time) ratelimit.Resul
 // the fallback of FailLocal, by key, set and instant, so that their
 // Refund goes to the fallback, which counted them, or nowhere, and not
 // to Redis, which did not: there it would take back a request Redis did
-// count. A fixed table of hashes; a request whose
-// entry another overwrote is refunded from Redis, as before.
+// count. A fixed table of hashes, each with how many requests were
+// admitted at its instant (the fallback admits a key's racing requests at
+// one instant), up to 255; a request whose entry another overwrote is
+// refunded from Redis, as before.
 type locals struct {
 	seed  maphash.Seed
 	slots [4096]atomic.Uint64
@@ -87,19 +89,45 @@ type admission struct {
 	at       int64
 }
 
-func (l *locals) hash(key string, set ratelimit.PolicySet, at time.Time) uint64 {
-	return maphash.Comparable(l.seed, admission{key, set.ID(), at.UnixNano()}) | 1 // 0 is an empty slot
+// tagCount is the part of a slot that counts its admissions; the rest is
+// the admissions' tag.
+const tagCount = 0xff
+
+// slot returns the slot of a request admitted at at, and its tag.
+func (l *locals) slot(key string, set ratelimit.PolicySet, at time.Time) (*atomic.Uint64, uint64) {
+	h := maphash.Comparable(l.seed, admission{key, set.ID(), at.UnixNano()})
+	return &l.slots[h%uint64(len(l.slots))], h&^tagCount | (tagCount + 1) // 0 is an empty slot
 }
 
-// add notes a request the fallback admitted at at.
+// add notes a request admitted without Redis at at.
 func (l *locals) add(key string, set ratelimit.PolicySet, at time.Time) {
-	h := l.hash(key, set, at)
-	l.slots[h%uint64(len(l.slots))].Store(h)
+	s, tag := l.slot(key, set, at)
+	for {
+		old, next := s.Load(), tag|1
+		if old&^tagCount == tag {
+			next = old + min(1, tagCount-old&tagCount) // up to 255
+		}
+		if s.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
-// take reports whether a request admitted at at was the fallback's, and
-// forgets it.
+// take reports whether a request admitted at at was admitted without
+// Redis, and forgets it.
 func (l *locals) take(key string, set ratelimit.PolicySet, at time.Time) bool {
-	h := l.hash(key, set, at)
-	return l.slots[h%uint64(len(l.slots))].CompareAndSwap(h, 0)
+	s, tag := l.slot(key, set, at)
+	for {
+		old := s.Load()
+		if old&^tagCount != tag {
+			return false
+		}
+		next := old - 1
+		if next&tagCount == 0 {
+			next = 0
+		}
+		if s.CompareAndSwap(old, next) {
+			return true
+		}
+	}
 }
