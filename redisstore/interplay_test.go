@@ -294,3 +294,63 @@ func TestRefundOfAnOpenAdmission(t *testing.T) {
 		})
 	}
 }
+
+// TestResetDropsALeaseGrantedBeforeIt: a lease this process asked for
+// after a Reset began, but which Redis granted before the Reset reached
+// it, is dropped too: its slots went with the state the Reset deleted.
+// Here the ask is sent, and answered, just before the Reset's call is;
+// admitting from it let the window after the Reset hold more than the
+// limit. The clock stands still.
+func TestResetDropsALeaseGrantedBeforeIt(t *testing.T) {
+	for _, a := range []ratelimit.Algorithm{ratelimit.SlidingLog, counter, gcra, ratelimit.Monthly} {
+		t.Run(a.String(), func(t *testing.T) { resetDropsALeaseGrantedBeforeIt(t, a) })
+	}
+}
+
+func resetDropsALeaseGrantedBeforeIt(t *testing.T, a ratelimit.Algorithm) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	clk := &storetest.Clock{}
+	clk.Set(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	var st *redisstore.Store
+	var armed atomic.Bool
+	const limit = 1000
+	window := time.Hour
+	if a == ratelimit.Monthly {
+		window = 0
+	}
+	set := policySet(t, ratelimit.Policy{Name: "p", Limit: limit, Window: window, Algorithm: a})
+	c.AddHook(&beforeScript{fn: func(name string) {
+		if strings.HasPrefix(name, "ratelimit_reset_") && armed.CompareAndSwap(true, false) {
+			takeOK(t, st, "k", set, 1) // busy: asks for a lease, granted before the Reset
+		}
+	}})
+	st, p := clockedStore(t, c, clk, redisstore.WithLeases(true))
+	plain, err := redisstore.New(sharedClient(t), redisstore.WithPrefix(p), redisstore.WithScriptClock(clk.Now), redisstore.WithRefusalCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	for range 10 {
+		takeOK(t, st, "k", set, 1)
+	}
+	armed.Store(true)
+	if err := st.Reset(ctx, "k", set); err != nil {
+		t.Fatal(err)
+	}
+	if armed.Load() {
+		t.Fatal("no take before the Reset")
+	}
+	if r, err := plain.Peek(ctx, "k", set); err != nil || r.Remaining != limit {
+		t.Fatalf("after the Reset: %+v, %v; want %d remaining", r, err, limit)
+	}
+	n := 0
+	for range 2 * limit {
+		if takeOK(t, st, "k", set, 1).Allowed {
+			n++
+		}
+	}
+	if n != limit {
+		t.Errorf("%d admitted after the Reset, want the limit, %d", n, limit)
+	}
+}

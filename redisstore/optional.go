@@ -46,16 +46,9 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.leases != nil {
-		l, stale := s.leases.of(key, set, s.mono())
-		if l != nil {
-			l.left = 0 // its slots went with the state, whatever its limits
-			l.reset = l.asking
-			l.mu.Unlock()
-		}
-		s.release(ctx, stale)
-	}
+	s.dropLease(ctx, key, set, false)
 	_, err := s.fcall(ctx, fnReset, false, keys(s.prefix, key, set, true), s.args(set, 1, 0))
+	s.dropLease(ctx, key, set, true)
 	s.invalidate(key, set)
 	if s.fallback != nil {
 		// What the fallback counted in an outage goes too, so that
@@ -69,6 +62,30 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 		return s.failed(ctx, err)
 	}
 	return nil
+}
+
+// dropLease ends this process's lease of key under set for a Reset,
+// before its call (the lease's slots go with the state) and after it. An
+// ask out then, or a grant it brought meanwhile, may have reached Redis
+// before the Reset, whose state it counted in: the ask's grant is not
+// admitted from, and both are given back, which Redis ignores for a grant
+// that came before the Reset (see lease.done).
+func (s *Store) dropLease(ctx context.Context, key string, set ratelimit.PolicySet, after bool) {
+	if s.leases == nil {
+		return
+	}
+	l, stale := s.leases.of(key, set, s.mono())
+	var give *grant
+	if l != nil {
+		if after {
+			give = l.expire()
+		} else {
+			l.left = 0 // its slots went with the state, whatever its limits
+		}
+		l.reset = l.asking
+		l.mu.Unlock()
+	}
+	s.release(ctx, stale, give)
 }
 
 // Refund implements ratelimit.Store's Refund with one function call: each
