@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -355,4 +357,62 @@ func frozenLeases(t *testing.T, c, plain redis.UniversalClient) (*redisstore.Sto
 	}
 	t.Cleanup(func() { reader.Close() })
 	return leased, reader
+}
+
+// TestCancelledAskKeepsItsLease: a request that asks for a lease whose
+// caller goes away (its context is cancelled) while Redis answers: the
+// lease Redis granted and counted is the store's, not the request's, and
+// its unused slots must go back like any lease's. Abandoning the reply
+// left them counted until they left their windows (a month, for a
+// monthly quota).
+func TestCancelledAskKeepsItsLease(t *testing.T) {
+	for _, bounded := range []bool{true, false} {
+		t.Run(fmt.Sprint("ContextTimeoutEnabled ", bounded), func(t *testing.T) { cancelledAskKeepsItsLease(t, bounded) })
+	}
+}
+
+// cancelledAskKeepsItsLease is TestCancelledAskKeepsItsLease on a client
+// with ContextTimeoutEnabled set to bounded: without it the store waits
+// for each call on a goroutine of its own.
+func cancelledAskKeepsItsLease(t *testing.T, bounded bool) {
+	plainClient := sharedClient(t)
+	px := startProxy(t, redisAddr())
+	opts := clientOptions(px.addr())
+	opts.ContextTimeoutEnabled = bounded
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	leased, plain := frozenLeases(t, c, plainClient)
+	ctx := context.Background()
+	const limit = 1000
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: limit, Window: time.Hour})
+	if _, err := leased.Take(ctx, "k", pol, 1); err != nil {
+		t.Fatal(err)
+	}
+	px.setDelay(500 * time.Millisecond) // the caller goes away before the reply
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	asked := make(chan error, 1)
+	go func() {
+		_, err := leased.Take(cctx, "k", pol, 1) // the key is busy: it asks for a lease
+		asked <- err
+	}()
+	waitFor(t, 5*time.Second, "the ask reaches Redis", func() bool {
+		r, err := plain.Peek(ctx, "k", pol)
+		return err == nil && r.Remaining < limit-2
+	})
+	cancel()
+	var err error
+	returns(t, "the cancelled Take", func() { err = <-asked })
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled Take: %v; want its context's error, or its decision", err)
+	}
+	px.setDelay(0)
+	returns(t, "Close", func() { leased.Close() }) // gives back every lease
+	r, err := plain.Peek(ctx, "k", pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Remaining != limit-2 {
+		t.Errorf("after Close: %d remaining, want %d: 2 requests counted, the lease's slots given back", r.Remaining, limit-2)
+	}
 }

@@ -188,9 +188,12 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 		want, ask = w, a
 	}
 	sent := s.mono()
-	t, err := s.call(ctx, key, set, cost, want)
+	var t taken
+	var err error
 	if ask != nil {
-		s.asked(ctx, key, set, ask, &t, err == nil, sent)
+		t, err = s.ask(ctx, key, set, cost, want, ask, sent)
+	} else {
+		t, err = s.call(ctx, key, set, cost, want)
 	}
 	if err != nil {
 		return s.takeFailed(caller, key, set, cost, err)
@@ -265,6 +268,25 @@ func (s *Store) leased(ctx context.Context, key string, set ratelimit.PolicySet,
 			return res, false, 0, nil, ctx.Err()
 		}
 	}
+}
+
+// ask calls the take function for a request that asks for want slots
+// for a lease, unless ctx has ended, and ends the ask (see asked). Once
+// sent, the call outlives the end of ctx's caller, within ctx's deadline:
+// the lease Redis grants and counts is the store's, not the request's,
+// and only its reply says which slots to give back.
+func (s *Store) ask(ctx context.Context, key string, set ratelimit.PolicySet, cost, want int, ask chan struct{}, sent int64) (taken, error) {
+	t, err := taken{}, ctx.Err()
+	if err == nil {
+		cctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok {
+			cctx, cancel = context.WithDeadline(cctx, dl)
+		}
+		t, err = s.call(cctx, key, set, cost, want)
+		cancel()
+	}
+	s.asked(ctx, key, set, ask, &t, err == nil, sent)
+	return t, err
 }
 
 // asked ends the ask of a lease for key under set: t is the reply to the
