@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -19,8 +20,14 @@ import (
 // with that error, as it would have, and the pool, which never saw a
 // dial fail, dials again for the next call.
 //
+// A pool that keeps idle connections (MinIdleConns) dials them ahead of
+// need, during an outage too: go-redis checks an idle connection before
+// it uses one (on Unix), and the check of such a connection fails, so that
+// it dials again rather than fail a call once Redis is back.
+//
 // For TLS, wrap your own dialer the same way: on a failed dial, return a
-// net.Conn whose Read and Write return the error.
+// net.Conn whose Read and Write return the error, and whose SyscallConn
+// (syscall.Conn) returns it too.
 func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 5 * time.Second, Count: 3}}
 	c, err := d.DialContext(ctx, network, addr)
@@ -41,6 +48,10 @@ func (c failedConn) RemoteAddr() net.Addr             { return failedAddr{} }
 func (c failedConn) SetDeadline(time.Time) error      { return nil }
 func (c failedConn) SetReadDeadline(time.Time) error  { return nil }
 func (c failedConn) SetWriteDeadline(time.Time) error { return nil }
+
+// SyscallConn fails with the dial's error, so that go-redis's check of an
+// idle connection finds this one broken.
+func (c failedConn) SyscallConn() (syscall.RawConn, error) { return nil, c.err }
 
 type failedAddr struct{}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -398,6 +399,53 @@ func TestRecoveryAfterOutage(t *testing.T) {
 			t.Fatalf("Redis down, call %d: %v, want ErrUnavailable from a refused dial", i, err)
 		}
 	}
+	srv.restart(t)
+	probe := redis.NewClient(clientOptions(srv.addr))
+	defer probe.Close()
+	waitFor(t, 10*time.Second, "the server answers", func() bool { return probe.Ping(ctx).Err() == nil })
+	if res, err := st.Take(ctx, "k", pol, 1); err != nil || !res.Allowed {
+		t.Errorf("the first call once the server answers: %+v, %v; want it decided by Redis", res, err)
+	}
+}
+
+// TestRecoveryWithIdleConnections: a pool that keeps idle connections
+// (MinIdleConns) dials them ahead of need, during an outage too, through
+// Dial, which reports each refused dial as a connection that fails. Such
+// a connection, taken from the idle ones once Redis is back, failed the
+// call it served: each of them cost a decision after Redis answered,
+// however long after. go-redis checks an idle connection before it uses
+// it, and now finds these broken and dials again.
+func TestRecoveryWithIdleConnections(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("go-redis checks idle connections on Unix only")
+	}
+	srv := startServer(t)
+	opts := clientOptions(srv.addr)
+	opts.Dialer = redisstore.Dial
+	opts.DialTimeout, opts.PoolTimeout = 5*time.Second, 5*time.Second // as TestRecoveryAfterOutage
+	opts.MinIdleConns = 4
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	st, err := redisstore.New(c, redisstore.WithRefusalCache(0), redisstore.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	pol := policySet(t, ratelimit.Policy{Name: "default", Limit: 1000, Window: time.Minute})
+	if _, err := st.Take(ctx, "k", pol, 1); err != nil {
+		t.Fatalf("Redis up: %v", err)
+	}
+	srv.stop()
+	for i := range 2 * opts.MinIdleConns {
+		if _, err := st.Take(ctx, "k", pol, 1); !errors.Is(err, redisstore.ErrUnavailable) {
+			t.Fatalf("Redis down, call %d: %v, want ErrUnavailable", i, err)
+		}
+	}
+	// The pool dials its idle connections again, in the background.
+	waitFor(t, 10*time.Second, "idle connections dialled during the outage", func() bool {
+		return c.PoolStats().IdleConns >= uint32(opts.MinIdleConns)
+	})
 	srv.restart(t)
 	probe := redis.NewClient(clientOptions(srv.addr))
 	defer probe.Close()
