@@ -187,36 +187,33 @@ func (s *memoryStore) shardOf(key string) *shard {
 	return &s.shards[maphash.String(s.seed, key)&uint64(len(s.shards)-1)]
 }
 
-// Take implements Store. It makes the Result itself, rather than a helper
-// it shares with Peek, so that the Result is written once, in place.
+// Take implements Store.
 func (s *memoryStore) Take(ctx context.Context, key string, set PolicySet, cost int) (Result, error) {
+	return s.decide(ctx, key, set, cost, true)
+}
+
+// Peek implements Store. It may drop what has left a window, which no
+// decision depends on, and changes nothing else.
+func (s *memoryStore) Peek(ctx context.Context, key string, set PolicySet) (Result, error) {
+	return s.decide(ctx, key, set, 1, false)
+}
+
+// decide answers whether cost requests of key fit under set, and records
+// them if they do and record is set (a Take), making the key's entries
+// if need be; without record (a Peek) it makes none and records nothing.
+func (s *memoryStore) decide(ctx context.Context, key string, set PolicySet, cost int, record bool) (Result, error) {
 	var buf [4]*entry
-	es, now, made, err := s.lock(ctx, key, set, cost, true, buf[:0])
+	es, now, made, err := s.lock(ctx, key, set, cost, record, buf[:0])
 	if err != nil {
 		return Result{}, err
 	}
-	v, i := takeAll(set.p, es, now, cost, true)
+	v, i := takeAll(set.p, es, now, cost, record)
 	unlockAll(es)
 	if made && !v.ok {
 		// The entries made for this request counted nothing: they are
 		// idle now, sooner than add told the shard.
 		s.idleFrom(key, now)
 	}
-	p := &set.p.policies[i]
-	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
-		Policy: p.Name, Window: windowOf(p, now), At: time.Unix(0, now)}, nil
-}
-
-// Peek implements Store. It may drop what has left a window, which no
-// decision depends on, and changes nothing else.
-func (s *memoryStore) Peek(ctx context.Context, key string, set PolicySet) (Result, error) {
-	var buf [4]*entry
-	es, now, _, err := s.lock(ctx, key, set, 1, false, buf[:0])
-	if err != nil {
-		return Result{}, err
-	}
-	v, i := takeAll(set.p, es, now, 1, false)
-	unlockAll(es)
 	p := &set.p.policies[i]
 	return Result{Allowed: v.ok, Limit: p.Limit, Remaining: v.remaining, RetryAfter: v.retry, Reset: v.reset,
 		Policy: p.Name, Window: windowOf(p, now), At: time.Unix(0, now)}, nil
