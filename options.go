@@ -150,12 +150,13 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 // and a user's own successes never lock them out, though a guesser's
 // failures still do when the limiter is keyed by the account rather than
 // by the guesser's address; or keep 5xx answers from counting against
-// the client with status < 500. A response that writes no status is a 200; a
-// hijacked connection stays counted. A request taken back after a Reset
-// of its client changes nothing that the Reset made new. The rate-limit
-// headers, sent before the handler runs, describe the standing when the
-// decision was made, counting this request. Without the option the
-// middleware adds nothing.
+// the client with status < 500. A response that writes no status is a
+// 200; a hijacked connection stays counted, and so does the request of a
+// handler that panics, keep unasked, whatever it wrote. A request taken
+// back after a Reset of its client changes nothing that the Reset made
+// new. The rate-limit headers, sent before the handler runs, describe
+// the standing when the decision was made, counting this request.
+// Without the option the middleware adds nothing.
 func WithCountIf(keep func(r *http.Request, status int) bool) Option {
 	return func(c *config) { need(c, "WithCountIf", "function", &c.countIf, keep) }
 }
