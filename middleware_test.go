@@ -934,6 +934,27 @@ func TestCountIfFailedLogins(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, login("alice", "right"), "alice after 5 wrong attempts")
 }
 
+// A handler under WithCountIf that panics has its request counted, keep
+// unasked, whatever it wrote first: the panic goes on (net/http recovers
+// it and drops the connection), and keep would see a status the client
+// never got.
+func TestCountIfPanicStaysCounted(t *testing.T) {
+	asked := 0
+	l := newLimiter(t, 3, time.Minute, ratelimit.KeyByHeader("X-User"), ratelimit.WithCountIf(func(*http.Request, int) bool {
+		asked++
+		return false
+	}))
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		panic(http.ErrAbortHandler)
+	}))
+	for i := range 3 {
+		assert.PanicsWithValue(t, http.ErrAbortHandler, func() { get(h, "192.0.2.1:1", "X-User", "alice") }, "request %d", i)
+	}
+	assert.Zero(t, asked, "calls of keep")
+	assert.Equal(t, http.StatusTooManyRequests, get(h, "192.0.2.1:1", "X-User", "alice").Code, "after 3 requests whose handler panicked")
+}
+
 // A handler under WithCountIf that resets its client and answers 200, as
 // the login example does on a successful login, has its own request taken
 // back after the Reset. The refund must not reach what the Reset made
