@@ -156,7 +156,9 @@ func WithRefusalCache(n int) Option {
 // client's key busy takes a lease of several of its slots in one call and
 // admits the key's requests from it without a round trip, for at most
 // 50 ms; see the package documentation for why this stays exact, and
-// what it costs.
+// what it costs. With leases, a sliding log's Refund often misses its
+// request, logged at a lease's end, which stays counted: leave leases off
+// for a limiter that takes requests back (ratelimit.WithCountIf).
 func WithLeases(on bool) Option {
 	return func(c *config) { c.leases = on }
 }
