@@ -109,6 +109,7 @@ func (l *Limiter) decide(ctx context.Context, r *http.Request, key string, cost 
 	}
 	res, err := l.store.Take(ctx, key, p.set, cost)
 	if err != nil {
+		err = notAtFault(err)
 		l.reportError(r, err)
 		return l.failed(err)
 	}
@@ -181,6 +182,31 @@ var (
 	errCostTooLow  = withCause(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: invalid request cost"}, ErrInvalidCost)
 	errCostTooHigh = withCause(&KeyError{Status: http.StatusRequestEntityTooLarge, Message: "413 Content Too Large: the request costs more than the rate limit allows in a window"}, ErrInvalidCost)
 )
+
+// notAtFault returns err, a store's or a WithLimits lookup's failure, as
+// an error in which errors.As finds no *KeyError: a *KeyError says that
+// the request is at fault, and the error handler would answer a failure
+// with its status rather than 503. errors.Is still finds all err wraps.
+func notAtFault(err error) error {
+	var ke *KeyError
+	if errors.As(err, &ke) {
+		return failure{err}
+	}
+	return err
+}
+
+// failure is an error that wraps a *KeyError, hidden from errors.As.
+type failure struct{ err error }
+
+func (f failure) Error() string        { return f.err.Error() }
+func (f failure) Is(target error) bool { return errors.Is(f.err, target) }
+
+func (f failure) As(target any) bool {
+	if _, ok := target.(**KeyError); ok {
+		return false
+	}
+	return errors.As(f.err, target)
+}
 
 // costError returns the answer to cost, which CheckCost refused.
 func costError(cost int) error {

@@ -181,7 +181,7 @@ func (c *limitsCache) fill(ctx context.Context, key string, e *cached) {
 		case ctx.Err() != nil: // past the deadline, whatever the answer
 			late()
 		case err != nil:
-			c.answer(key, e, nil, fmt.Errorf("ratelimit: WithLimits: %w", err), min(c.ttl, maxErrorTTL))
+			c.answer(key, e, nil, notAtFault(fmt.Errorf("ratelimit: WithLimits: %w", err)), min(c.ttl, maxErrorTTL))
 		case len(ps) > 0:
 			p, err := c.planFor(ps)
 			c.answer(key, e, p, err, c.ttl)

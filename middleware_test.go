@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"mime/multipart"
@@ -397,6 +398,52 @@ func TestStoreErrors(t *testing.T) {
 		assert.False(t, errors.As(got[2], &ke), "the store's failure: no KeyError")
 		assert.ErrorIs(t, got[2], boom, "the store's failure")
 	})
+}
+
+// A failure whose error wraps a *KeyError, a lookup's or a store's, is
+// still a failure: 503 with Retry-After: 1, or served under WithFailOpen,
+// and its error no *KeyError to errors.As, since the request is not at
+// fault; a KeyError's status, even one no response can have, never
+// answers it.
+func TestFailureWrappingAKeyErrorIsAFailure(t *testing.T) {
+	for _, ke := range []*ratelimit.KeyError{
+		{Status: http.StatusUnauthorized, Message: "401 Unauthorized: unknown API key"},
+		{Status: http.StatusOK, Message: "200 OK"},
+		{}, // no status at all
+	} {
+		lookup := func(context.Context, string) ([]ratelimit.Policy, error) { return nil, ke }
+		store := stubStore{err: fmt.Errorf("store: %w", ke)}
+		for _, c := range []struct {
+			name string
+			opt  ratelimit.Option
+		}{
+			{"lookup", ratelimit.WithLimits(lookup, time.Minute)},
+			{"store", ratelimit.WithStore(store)},
+		} {
+			for _, failOpen := range []bool{false, true} {
+				var reported []error
+				opts := []ratelimit.Option{c.opt, ratelimit.WithHooks(ratelimit.Hooks{OnError: func(_ *http.Request, err error) { reported = append(reported, err) }})}
+				want, wantOutcome := http.StatusServiceUnavailable, ratelimit.Fail
+				if failOpen {
+					opts = append(opts, ratelimit.WithFailOpen())
+					want, wantOutcome = http.StatusOK, ratelimit.Serve
+				}
+				l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), opts...)
+				w := get(l.Handler(okHandler), "192.0.2.1:1")
+				assert.Equal(t, want, w.Code, "%s failing with KeyError %d, fail open %v: status", c.name, ke.Status, failOpen)
+				if !failOpen {
+					assert.Equal(t, "1", w.Header().Get("Retry-After"), "%s failing with KeyError %d: Retry-After", c.name, ke.Status)
+				}
+				d := l.Allow(context.Background(), "ip:192.0.2.1", 1)
+				assert.Equal(t, wantOutcome, d.Outcome, "%s failing with KeyError %d, fail open %v: Outcome", c.name, ke.Status, failOpen)
+				for i, err := range append(reported, d.Err) {
+					var got *ratelimit.KeyError
+					assert.False(t, errors.As(err, &got), "%s failing with KeyError %d, fail open %v: error %d matches a *KeyError", c.name, ke.Status, failOpen, i)
+					assert.ErrorIs(t, err, ke, "%s failing with KeyError %d, fail open %v: error %d, still the failure", c.name, ke.Status, failOpen, i)
+				}
+			}
+		}
+	}
 }
 
 func TestHeaderSets(t *testing.T) {
