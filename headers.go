@@ -41,11 +41,25 @@ const (
 )
 
 // ceilSeconds rounds d up to whole seconds: a wait of 1ms is 1, never 0.
+// It divides before it rounds, so that no d, however long, wraps round.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// unixCeil returns the Unix time of t in seconds, rounded up.
+func unixCeil(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() != 0 {
+		s++
+	}
+	return s
 }
 
 // SetHeaders writes into h the headers Handler sends for d: the rate-limit
@@ -69,7 +83,7 @@ func (l *Limiter) writeHeaders(h http.Header, d *Decision) {
 	var ends [5]int // where each number ends in b
 	reset := ceilSeconds(res.Reset)
 	if l.headers&HeadersUnixReset != 0 {
-		b = strconv.AppendInt(b, res.At.Add(res.Reset+time.Second-1).Unix(), 10)
+		b = strconv.AppendInt(b, unixCeil(res.At.Add(max(res.Reset, 0))), 10)
 	} else {
 		b = strconv.AppendInt(b, reset, 10)
 	}

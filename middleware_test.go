@@ -497,6 +497,31 @@ func TestHeadersUnixReset(t *testing.T) {
 	assert.Equal(t, "60", get(seconds, "192.0.2.1:1").Header().Get("X-RateLimit-Reset"), "without HeadersUnixReset, the reset is in seconds")
 }
 
+// A wait however long, up to the longest a Duration holds, as a Store of
+// one's own may report, is rounded up in every header, never wrapped
+// round to a wait of 1 s or less.
+func TestHugeWaitsRoundedUp(t *testing.T) {
+	const huge = time.Duration(math.MaxInt64)
+	seconds := int64(huge/time.Second) + 1 // 9223372036.854775807 s, rounded up
+	res := ratelimit.Result{Limit: 1, RetryAfter: huge, Reset: huge, Policy: "default", Window: time.Minute, At: fakeclock.Start}
+	for _, unix := range []bool{false, true} {
+		set := ratelimit.HeadersLegacy | ratelimit.HeadersIETF
+		wantReset := seconds
+		if unix {
+			set |= ratelimit.HeadersUnixReset
+			wantReset += fakeclock.Start.Unix()
+		}
+		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{res: res}), ratelimit.WithHeaders(set))
+		w := get(l.Handler(okHandler), "192.0.2.1:1", "Accept", "application/problem+json")
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "unix %v: status", unix)
+		s := strconv.FormatInt(seconds, 10)
+		assert.Equal(t, s, w.Header().Get("Retry-After"), "unix %v: Retry-After", unix)
+		assert.Equal(t, `"default";r=0;t=`+s, w.Header().Get("RateLimit"), "unix %v: RateLimit", unix)
+		assert.Equal(t, strconv.FormatInt(wantReset, 10), w.Header().Get("X-RateLimit-Reset"), "unix %v: X-RateLimit-Reset", unix)
+		assert.Contains(t, w.Body.String(), "retry after "+s+" s.", "unix %v: problem details", unix)
+	}
+}
+
 func TestFromContextDryRunAndHooks(t *testing.T) {
 	var allowed, limited atomic.Int64
 	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithDryRun(), ratelimit.WithResultInContext(), ratelimit.WithHooks(ratelimit.Hooks{
