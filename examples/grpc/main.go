@@ -113,9 +113,13 @@ func newGRPCServer(l *ratelimit.Limiter) *grpc.Server {
 	return gs
 }
 
+// shutdownGrace is how long serveBoth waits for the gRPC calls in flight
+// when it shuts down, as serve.Serve waits for the HTTP requests.
+var shutdownGrace = 5 * time.Second
+
 // serveBoth serves HTTP on hl and gRPC on gl until ctx ends, then shuts
-// both down gracefully. If either stops with an error, it stops the other
-// and returns that error.
+// both down gracefully, each waiting up to 5 s for what is in flight. If
+// either stops with an error, it stops the other and returns that error.
 func serveBoth(ctx context.Context, l *ratelimit.Limiter, hl, gl net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -133,9 +137,28 @@ func serveBoth(ctx context.Context, l *ratelimit.Limiter, hl, gl net.Listener) e
 	}()
 	go func() {
 		<-ctx.Done()
-		gs.GracefulStop()
+		stopGRPC(gs, shutdownGrace)
 	}()
 	first := <-errs
 	cancel()
 	return errors.Join(first, <-errs)
+}
+
+// stopGRPC stops gs gracefully, waiting up to grace for the calls in
+// flight, then ends those still open: a stream such as Health/Watch never
+// ends by itself, and GracefulStop alone would wait for it forever.
+func stopGRPC(gs *grpc.Server, grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		gs.Stop()
+		<-done
+	}
 }

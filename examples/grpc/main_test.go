@@ -165,3 +165,54 @@ func TestMainFailsOnTakenPort(t *testing.T) {
 	t.Run("http", func(t *testing.T) { maintest.FailsOnTakenPort(t, main, "-http", "-grpc", "127.0.0.1:0") })
 	t.Run("grpc", func(t *testing.T) { maintest.FailsOnTakenPort(t, main, "-grpc", "-http", "127.0.0.1:0") })
 }
+
+// TestShutdownEndsOpenStreams shuts the servers down while a client
+// watches the health service, a stream that never ends by itself: the
+// shutdown waits for it no longer than its grace, then ends it.
+func TestShutdownEndsOpenStreams(t *testing.T) {
+	grace := shutdownGrace
+	shutdownGrace = 10 * time.Millisecond
+	t.Cleanup(func() { shutdownGrace = grace })
+	l, err := newLimiter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- serveBoth(ctx, l, hl, gl) }()
+	cc, err := grpc.NewClient("passthrough:///"+gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	watch, err := healthpb.NewHealthClient(cc).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("serveBoth after shutdown: %v, want nil", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("serveBoth still serving a minute after shutdown, waiting for a Watch stream")
+	}
+	if _, err := watch.Recv(); err == nil {
+		t.Error("watch after shutdown: a message, want the stream ended")
+	}
+}
