@@ -37,6 +37,10 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 		req := c.Request
 		x := &exchange{ResponseWriter: c.Writer, c: c, key: key}
 		h.ServeHTTP(x, req)
+		// Its response done, the request is no longer under way: served
+		// again (a replay of a request a handler kept), on a gin context
+		// the pool may give back as c, it is decided again.
+		x.c = nil
 		if !x.served {
 			c.Abort()
 		}
@@ -60,7 +64,7 @@ type passedKey struct{ l *ratelimit.Limiter }
 // dispatch of the same request again needs to run the chain as next did.
 type exchange struct {
 	gin.ResponseWriter
-	c      *gin.Context
+	c      *gin.Context // nil once Middleware has returned
 	key    passedKey
 	served bool
 	// watched is the writer l.Handler gave next under WithCountIf, which

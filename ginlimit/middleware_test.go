@@ -629,6 +629,27 @@ func TestHandleContextDecidesOnce(t *testing.T) {
 	}
 }
 
+// TestReplayedRequestIsDecidedAgain: a request the limiter passed on
+// carries the mark of its exchange in its context. Served again once its
+// response is done (a replay of a request a handler kept), on the gin
+// context the pool gives back, it is another request, decided and counted
+// again, not passed as already decided.
+func TestReplayedRequestIsDecidedAgain(t *testing.T) {
+	l := newLimiter(t, 1, ratelimit.KeyByIP(), frozen())
+	r := gin.New()
+	r.Use(ginlimit.Middleware(l))
+	var kept *http.Request
+	r.GET("/", func(c *gin.Context) {
+		kept = c.Request
+		c.String(http.StatusOK, "hello\n")
+	})
+	require.Equal(t, http.StatusOK, serve(r, httptest.NewRequest(http.MethodGet, "/", nil)).Code, "the first request")
+	require.NotNil(t, kept)
+	for i := range 3 {
+		assert.Equal(t, http.StatusTooManyRequests, serve(r, kept).Code, "replay %d of the first request, over the limit of 1", i+1)
+	}
+}
+
 // TestHandleContextKeepsTheDecision: the handler a request is forwarded
 // to reads the one decision, and WithCountIf keeps the request counted by
 // the status that handler answers.
