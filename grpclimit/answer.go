@@ -96,7 +96,11 @@ func refusal(l *ratelimit.Limiter, d ratelimit.Decision) (*status.Status, metada
 // Retry-After's whole seconds would cost up to a second, longer than the
 // sub-second windows gRPC services often use.
 func waitMillis(d time.Duration) int64 {
-	return max(1, int64((d+time.Millisecond-1)/time.Millisecond))
+	ms := int64(d / time.Millisecond) // divided first: d+1ms-1 may wrap round
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return max(1, ms)
 }
 
 // rejection answers a call the limiter cannot count as sent: it carries

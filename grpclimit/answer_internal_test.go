@@ -1,6 +1,7 @@
 package grpclimit
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ func TestWaitMillis(t *testing.T) {
 		{299*time.Millisecond + 1, 300},
 		{time.Minute, 60000},
 		{time.Minute - time.Nanosecond, 60000},
+		// A custom store's "never": no wrap round to a negative wait.
+		{math.MaxInt64, math.MaxInt64/int64(time.Millisecond) + 1},
 	}
 	for _, tc := range tests {
 		if got := waitMillis(tc.wait); got != tc.want {
