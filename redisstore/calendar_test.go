@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +94,50 @@ func TestCalendarStepBackKeepsTheDay(t *testing.T) {
 	}
 	if take(midnight.Add(2 * time.Second)) {
 		t.Error("a fourth request in the day: admitted")
+	}
+}
+
+// TestCalendarCallerPeriodsOff: a caller whose clock is so far off the
+// server's that its bounds hold neither the server's period nor one
+// either side of it fails its calls, which the store handles as failures
+// of Redis, and changes no count. It moved the day's count into a period
+// already over (to expire at once: the client had its quota again) or
+// one yet to come, and admitted there.
+func TestCalendarCallerPeriodsOff(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	st, p := newStore(t, c)
+	set := policySet(t, ratelimit.Policy{Name: "d", Limit: 2, Algorithm: ratelimit.Daily})
+	takeOK(t, st, "warm", set, 1) // loads the library
+	key := stateKey(p, "k", set, "d")
+	// call calls fn as the store does, the server's clock at server and
+	// the caller's at caller.
+	call := func(fn string, server, caller time.Time) ([]int64, error) {
+		keys, x := []string{key}, int64(0)
+		if fn == redisstore.FnRefund { // of a request at server, and the marker
+			keys, x = append(keys, key+":reset"), server.UnixMicro()
+		}
+		return c.FCall(ctx, fn, keys, 1, x, "p", 2, redisstore.PeriodBounds(set.At(0), caller),
+			strconv.FormatInt(server.UnixMicro(), 10), "0").Int64Slice()
+	}
+	noon := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+	for i := range 2 {
+		if r, err := call(redisstore.FnTake, noon, noon); err != nil || r[1] != 1 {
+			t.Fatalf("the day's request %d: %v, %v; want admitted", i+1, r, err)
+		}
+	}
+	before := c.Get(ctx, key).Val()
+	for _, off := range []time.Duration{-49 * time.Hour, -72 * time.Hour, 36 * time.Hour, 72 * time.Hour} {
+		for _, fn := range []string{redisstore.FnTake, redisstore.FnPeek, redisstore.FnRefund} {
+			if r, err := call(fn, noon, noon.Add(off)); err == nil || !strings.Contains(err.Error(), "clock") {
+				t.Errorf("%s by a caller %v off: %v, %v; want an error about its clock", fn, off, r, err)
+			}
+		}
+		if got := c.Get(ctx, key).Val(); got != before {
+			t.Errorf("after calls by a caller %v off: the day's count %q, want %q kept", off, got, before)
+		}
+	}
+	if r, err := call(redisstore.FnTake, noon.Add(time.Second), noon.Add(time.Second)); err != nil || r[1] != 0 {
+		t.Errorf("a third request in the day, in step: %v, %v; want refused", r, err)
 	}
 }

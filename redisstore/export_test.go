@@ -30,8 +30,9 @@ func SameLeaseSlot(s *Store, a, b string, set ratelimit.PolicySet) bool {
 	return s.leases.slot(a, set.ID()) == s.leases.slot(b, set.ID())
 }
 
-// FnTake is the name of the library's take function.
-var FnTake = fnTake
+// FnTake, FnPeek and FnRefund are the names of the library's take, peek
+// and refund functions.
+var FnTake, FnPeek, FnRefund = fnTake, fnPeek, fnRefund
 
 // PeriodBounds is periodBounds: a calendar policy's bounds as the
 // functions take them, from a caller's clock at now.

@@ -525,7 +525,12 @@ A.p = {
   prepare = function(c, q)
     -- The server's clock picks the period, of the caller's or either
     -- side of it, whichever way the two clocks disagree at a boundary;
-    -- after is the end of the period after it, if the caller sent it.
+    -- after is the end of the period after it, if the caller sent it. A
+    -- caller whose clock is further off knows none of the server's
+    -- period: its call fails before it moves the count to another.
+    if c.now < q.pprev or c.now >= q.pnext then
+      error({err = 'ratelimit: the caller\'s clock is more than a calendar period off the server\'s'})
+    end
     local s, e, after = q.pstart, q.pend, q.pnext
     if c.now >= e then s, e, after = e, q.pnext, nil elseif c.now < s then s, e, after = q.pprev, s, q.pend end
     if q.start == nil or q.start < s then
