@@ -1111,3 +1111,43 @@ func TestRefundOfTheFirstRequestOfAKeyThatMadeRoom(t *testing.T) {
 		}
 	}
 }
+
+// A log's ring does not outlast the burst it grew for: once the key logs
+// a quarter of its ring or less, by requests leaving the window or by
+// refunds, the ring is cut to twice what it holds, so that a key costs
+// about 8 bytes per request logged, not per request of its busiest window.
+func TestSlidingLogShrinksAfterABurst(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name  string
+		drain func(t *testing.T, s *memoryStore, clk *fakeclock.Clock, set PolicySet)
+	}{
+		{"the burst leaves the window", func(t *testing.T, s *memoryStore, clk *fakeclock.Clock, set PolicySet) {
+			clk.Advance(time.Minute - time.Second)
+		}},
+		{"the burst is refunded", func(t *testing.T, s *memoryStore, _ *fakeclock.Clock, set PolicySet) {
+			require.NoError(t, s.Refund(ctx, "k", set, 1000, fakeclock.Start))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := fakeclock.New()
+			s := msStore(t, MemoryConfig{Clock: clk.Now})
+			set := msSet(t, Policy{Name: "p", Limit: 100_000, Window: time.Minute})
+			res, err := s.Take(ctx, "k", set, 1000) // the burst
+			require.NoError(t, err)
+			require.True(t, res.Allowed)
+			clk.Advance(time.Second)
+			for range 10 {
+				require.True(t, msTake(t, s, "k", set).Allowed)
+			}
+			_, c, _ := msLog(t, s, "k", set)
+			require.GreaterOrEqual(t, c, 1010, "capacity after the burst")
+
+			tt.drain(t, s, clk, set)
+			msTake(t, s, "k", set)
+			ts, c, _ := msLog(t, s, "k", set)
+			require.Len(t, ts, 11, "instants after the burst")
+			assert.LessOrEqual(t, c, 4*len(ts), "capacity of a log of %d instants after a burst of 1000", len(ts))
+		})
+	}
+}

@@ -10,7 +10,9 @@ import (
 // state itself (most keys, one visit from an address say, never log a
 // second); a longer one in a ring that grows on demand up to the limit,
 // so that a policy of a billion per hour costs nothing until it is used,
-// and a key at its limit logs a request in place of the one that left.
+// and shrinks as the log drains, so that a burst costs nothing once it
+// has left; a key at its limit logs a request in place of the one that
+// left.
 // In the state, n is how many instants the log holds and prev, for a
 // ring, where its oldest is.
 type slidingLog struct{}
@@ -107,11 +109,18 @@ func (s *state) dropOldest(k int) {
 }
 
 // shrink keeps a log of at most one instant in the state, freeing the
-// ring.
+// ring, and moves one that fills a quarter of its ring or less to a ring
+// of twice its size, so that a ring grown for a burst does not outlast it.
+// A log must then halve or double before it moves again, so that moves
+// cost O(1) a request, amortized, as growing by doubling does.
 func (s *state) shrink() {
-	if s.log != nil && s.n <= 1 {
+	switch {
+	case s.log == nil:
+	case s.n <= 1:
 		s.t[0] = s.at(0) // the one left, if any
 		s.log, s.prev = nil, 0
+	case int(s.n) <= len(*s.log)/4:
+		s.regrow(2 * int(s.n))
 	}
 }
 
