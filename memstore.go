@@ -516,12 +516,29 @@ func (s *memoryStore) makeRoom(sh *shard, now int64) bool {
 	if !s.evict || sh.n == 0 {
 		return false
 	}
-	var victim *entry
-	var policy int
-	var key string
-	oldest, left := int64(math.MaxInt64), evictSample
-sample:
+	victim, policy, key := sh.leastRecent()
+	victim.mu.Lock()
+	sh.forget(policy, key, victim, max(now, victim.seen))
+	victim.mu.Unlock()
+	s.evicted.Add(1)
+	return true
+}
+
+// leastRecent returns the least recently decided of a sample of the
+// entries of sh, with its policy's number and key: an equal share of
+// evictSample entries, rounded up, from each of its maps, so that the
+// entries of every policy are sampled, not those of the first map alone.
+// The caller holds sh.mu, and sh holds an entry.
+func (sh *shard) leastRecent() (victim *entry, policy int, key string) {
+	maps := 0
+	for _, m := range sh.m {
+		if len(m) > 0 {
+			maps++
+		}
+	}
+	share, oldest := (evictSample+maps-1)/maps, int64(math.MaxInt64)
 	for n, m := range sh.m {
+		left := share
 		for k, e := range m {
 			e.mu.Lock()
 			if e.seen < oldest {
@@ -529,15 +546,11 @@ sample:
 			}
 			e.mu.Unlock()
 			if left--; left == 0 {
-				break sample
+				break
 			}
 		}
 	}
-	victim.mu.Lock()
-	sh.forget(policy, key, victim, max(now, victim.seen))
-	victim.mu.Unlock()
-	s.evicted.Add(1)
-	return true
+	return victim, policy, key
 }
 
 // sweepLoop sweeps every shard once per sweepInterval, until Close.

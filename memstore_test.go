@@ -547,6 +547,33 @@ func TestEvictLeastRecentDropsTheLeastRecentlyDecided(t *testing.T) {
 	assert.Equal(t, uint64(2), s.Stats().Evicted)
 }
 
+// A full evicting store samples the entries of every policy it holds, not
+// those of the policy numbered first alone: a flood of new keys under one
+// policy does not evict the keys just decided under another while its own
+// older keys stay.
+func TestEvictLeastRecentSamplesEveryPolicy(t *testing.T) {
+	clk := fakeclock.New()
+	s := msStore(t, MemoryConfig{MaxKeys: 2 * evictSample, EvictLeastRecent: true, Clock: clk.Now})
+	require.Len(t, s.shards, 1)
+	recent := msSet(t, Policy{Name: "recent", Limit: 5, Window: time.Hour})
+	flood := msSet(t, Policy{Name: "flood", Limit: 5, Window: time.Hour})
+	msPeek(t, s, "k", recent) // numbered first
+	for i := range evictSample {
+		msTake(t, s, "flood"+strconv.Itoa(i), flood)
+	}
+	clk.Advance(time.Minute)
+	for i := range evictSample {
+		msTake(t, s, "recent"+strconv.Itoa(i), recent)
+	}
+	clk.Advance(time.Millisecond)
+	msTake(t, s, "new", flood)
+	require.Equal(t, uint64(1), s.Stats().Evicted)
+	for i := range evictSample {
+		k := "recent" + strconv.Itoa(i)
+		assert.NotNil(t, msEntry(s, k, recent, 0), "%s, decided a minute after every flood key, was evicted", k)
+	}
+}
+
 // A full store that does not evict drops an idle key for a new one
 // whenever it holds one, even where a sample of its keys would miss it.
 func TestMaxKeysFindsTheIdleKey(t *testing.T) {
