@@ -1139,6 +1139,45 @@ func TestRefundOfTheFirstRequestOfAKeyThatMadeRoom(t *testing.T) {
 	}
 }
 
+// A window counter whose current window counts nothing is idle once that
+// window ends, when the previous window's count stops weighing: a client
+// refused at the start of a window, after filling the one before, does
+// not keep its entry, nor a full store's room, a window longer.
+func TestACounterWithOnlyAPreviousCountGoesIdleWithItsWindow(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name string
+		then func(s *memoryStore, key string, set PolicySet)
+	}{
+		{"refused", func(s *memoryStore, key string, set PolicySet) {
+			res, err := s.Take(ctx, key, set, 1)
+			require.NoError(t, err)
+			require.False(t, res.Allowed, "%s in the next window, its first filled", key)
+		}},
+		{"peeked", func(s *memoryStore, key string, set PolicySet) { msPeek(t, s, key, set) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := fakeclock.New()
+			s := msStore(t, MemoryConfig{MaxKeys: minPerShard, Clock: clk.Now})
+			require.Len(t, s.shards, 1)
+			set := msSet(t, Policy{Name: "p", Limit: 1, Window: time.Minute, Algorithm: SlidingWindowCounter})
+			for i := range minPerShard {
+				require.True(t, msTake(t, s, "k"+strconv.Itoa(i), set).Allowed)
+			}
+			clk.Advance(time.Minute + time.Second)
+			for i := range minPerShard {
+				tt.then(s, "k"+strconv.Itoa(i), set)
+			}
+			clk.Advance(time.Minute - time.Second) // the next window: no count weighs
+			_, err := s.Take(ctx, "new", set, 1)
+			assert.NoError(t, err, "a new key beside %d idle entries", minPerShard)
+			for i := range minPerShard {
+				assert.Equal(t, 1, msPeek(t, s, "k"+strconv.Itoa(i), set).Remaining, "k%d's standing", i)
+			}
+		})
+	}
+}
+
 // A log's ring does not outlast the burst it grew for: once the key logs
 // a quarter of its ring or less, by requests leaving the window or by
 // refunds, the ring is cut to twice what it holds, so that a key costs

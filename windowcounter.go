@@ -89,12 +89,16 @@ func (c windowCounter) reset(s *state, p *Policy, used, now int64) time.Duration
 }
 
 // idleAt: two windows after the current one started, both counts have
-// rolled out.
+// rolled out; the previous one's, when the current one counts nothing,
+// once the current window ends.
 func (windowCounter) idleAt(s *state, p *Policy) int64 {
-	if s.n == 0 && s.prev == 0 {
-		return minInstant
+	switch {
+	case s.n > 0:
+		return s.t[0] + 2*int64(p.Window)
+	case s.prev > 0:
+		return s.t[0] + int64(p.Window)
 	}
-	return s.t[0] + 2*int64(p.Window)
+	return minInstant
 }
 
 // mulDivFloor returns floor(a*b/c) for non-negative a, b and positive c,
