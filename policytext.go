@@ -8,19 +8,6 @@ import (
 	"time"
 )
 
-// Policies as text, for limits kept in configuration files and databases:
-//
-//	policies = policy *( "," policy )
-//	policy   = limit "/" [count] unit *( ";" param )
-//	unit     = "ms" | "s" | "min" | "h" | "day" | "week" | "month"
-//	param    = "name=" name | "algo=" ("log" | "counter" | "gcra") | "tz=" zone
-//
-// A rolling window is count units long ("100/10s"); day, week and month
-// are calendar periods (Daily, Weekly, Monthly), which take no count and
-// may take a zone ("1000000/month;tz=Europe/Berlin"). Without a name, a
-// policy is named after its window alone ("per-min", "per-10s", "monthly"),
-// not its limit, so that a client whose limit changes keeps its counts.
-
 // units are the units of rolling windows, longest first, as String
 // writes them.
 func units() [6]unit {
@@ -85,9 +72,23 @@ func algoText(a Algorithm) string {
 }
 
 // ParsePolicies parses policies written as text, such as "300/min",
-// "10/s, 1000000/month" or "5000/h;algo=gcra;name=api" (see the grammar
-// above), into valid policies that fit in one set. It reports every error
-// at once, joined with errors.Join. Policy.String is its inverse.
+// "10/s, 1000000/month" or "5000/h;algo=gcra;name=api", into valid
+// policies that fit in one set: policies as text, for limits kept in
+// configuration files and databases.
+//
+//	policies = policy *( "," policy )
+//	policy   = limit "/" [count] unit *( ";" param )
+//	unit     = "ns" | "us" | "ms" | "s" | "min" | "h" | "day" | "week" | "month"
+//	param    = "name=" name | "algo=" ("log" | "counter" | "gcra") | "tz=" zone
+//
+// A rolling window is count units long ("100/10s"); day, week and month
+// are calendar periods (Daily, Weekly, Monthly), which take no count and
+// may take a zone ("1000000/month;tz=Europe/Berlin"). Without a name, a
+// policy is named after its window alone ("per-min", "per-10s", "monthly"),
+// not its limit, so that a client whose limit changes keeps its counts.
+//
+// It reports every error at once, joined with errors.Join. Policy.String
+// is its inverse.
 func ParsePolicies(text string) ([]Policy, error) {
 	var ps []Policy
 	var errs []error
