@@ -52,7 +52,7 @@ type Decision struct {
 // server speaking another protocol (package grpclimit) describes its call
 // as a request (its peer as RemoteAddr, its metadata as headers, its
 // context) and answers the Decision its own way, with SetHeaders for the
-// rate-limit headers, so that one limiter's KeyFunc, plans, costs, hooks,
+// rate-limit headers, so that one limiter's Keyer, plans, costs, hooks,
 // dry run and failure mode apply to every protocol alike.
 func (l *Limiter) Decide(r *http.Request) Decision {
 	if l.skip != nil && l.skip(r) {
@@ -86,7 +86,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 // It is Decide without a request: the client's plan, the hooks (with a nil
 // request), dry run and the failure mode apply as to every request, and a
 // cost below 1 or above a policy's limit is a Reject. key is what the
-// limiter's KeyFunc would return for the client's requests, kind prefix
+// limiter's Keyer would return for the client's requests, kind prefix
 // included, so that both count against one quota.
 func (l *Limiter) Allow(ctx context.Context, key string, cost int) Decision {
 	return l.decide(ctx, nil, key, cost)

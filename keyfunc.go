@@ -184,7 +184,7 @@ func KeyByContext(id func(ctx context.Context) (string, bool)) Keyer {
 	})
 }
 
-// KeyFirst returns the key of the first extractor in fns that finds one,
+// KeyFirst returns the key of the first extractor in keys that finds one,
 // for a chain such as a verified user, else an API key, else the client
 // IP:
 //
@@ -221,7 +221,7 @@ func KeyFirst(keys ...Keyer) Keyer {
 	})
 }
 
-// KeyJoin returns a key made of the keys of all of fns, for quotas per
+// KeyJoin returns a key made of the keys every one of keys finds, for quotas per
 // client and endpoint:
 //
 //	ratelimit.KeyJoin(ratelimit.KeyByIP(), ratelimit.KeyByRoute())
@@ -349,7 +349,7 @@ func KeyByRoute() Keyer {
 // becomes "key". Use it for keys that are secrets (API keys), so that a
 // store shared with other systems (Redis, its backups, its monitoring)
 // never holds them, and for keys of unbounded length: a key k's
-// extractors find too long to keep (KeyByHeader's beyond maxKeyLen) is
+// extractors find too long to keep (KeyByHeader's beyond 256 bytes) is
 // digested like any other, the digest being 22 bytes after the kind. 128
 // bits keep accidental collisions out of reach (2^64 keys for an even
 // chance), and the digest is unsalted so that every server of a fleet

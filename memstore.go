@@ -20,7 +20,7 @@ type MemoryConfig struct {
 	// MaxKeys bounds how many states the store tracks (one per key and
 	// policy); 0 is no bound beyond idle states being swept. When a new
 	// one arrives at a full store an idle one is dropped if there is
-	// one; otherwise the request fails with errStoreFull (503 from the
+	// one; otherwise the Take fails with an error (503 from the
 	// middleware), so that a flood of new keys cannot reset anyone's
 	// count. The bound is kept per shard, so the store may refuse a
 	// little before MaxKeys states in all, never after.
