@@ -34,8 +34,10 @@ type MemoryConfig struct {
 	// NewMemoryStore).
 	EvictLeastRecent bool
 	// Clock, if set, is read instead of time.Now, for simulations that
-	// replay traffic. A reading earlier than the latest is taken as the
-	// latest, so that time never steps back.
+	// replay traffic. A reading earlier than the latest a key's state
+	// was decided at is taken as that latest, so that its counts never
+	// see time step back; keys are held apart, so another key's Result.At
+	// may be earlier.
 	Clock func() time.Time
 }
 
