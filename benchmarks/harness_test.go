@@ -24,26 +24,55 @@ func headerKey(r *http.Request) string {
 	return ""
 }
 
-// discardWriter is a ResponseWriter that allocates nothing: the harness
-// must not be what is measured. It keeps one header map for the life of a
-// goroutine and clears it, without freeing its buckets, before each
-// request; and it counts 429s and 5xx answers.
+// discardWriter is a ResponseWriter that allocates nothing but what
+// net/http's own allocates for a response: the harness must not be what is
+// measured, but a peer must pay for the headers it writes as it does
+// behind a server. So each request gets a new, empty header map, as each
+// response of net/http's server does (a map reused across requests would
+// keep the room its first response grew it to, and a peer writing more
+// headers than a small map holds, 8, would never pay again for growing
+// it), and the status written copies the headers if the handler asked
+// for them, as net/http's snapshot of the headers sent does. It counts
+// 429s and 5xx answers.
 type discardWriter struct {
 	h      http.Header
-	denied int64 // 429s
-	errors int64 // 5xx
+	sent   http.Header // the headers as the status was written
+	called bool        // Header was called
+	wrote  bool        // the status was written
+	denied int64       // 429s
+	errors int64       // 5xx
 }
 
-func newDiscardWriter() *discardWriter { return &discardWriter{h: make(http.Header, 8)} }
+func newDiscardWriter() *discardWriter { return &discardWriter{h: make(http.Header)} }
 
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) Header() http.Header {
+	w.called = true
+	return w.h
+}
+
+func (w *discardWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return len(p), nil
+}
 
 // WriteString makes the writer an io.StringWriter, as net/http's is, so
 // that io.WriteString costs a peer here what it costs behind a server:
 // no copy of the string into a slice.
-func (w *discardWriter) WriteString(s string) (int, error) { return len(s), nil }
+func (w *discardWriter) WriteString(s string) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return len(s), nil
+}
+
+// WriteHeader writes the status once, as net/http does, and snapshots
+// the headers as net/http's response does when the handler called Header.
 func (w *discardWriter) WriteHeader(code int) {
+	if w.wrote {
+		return
+	}
+	w.wrote = true
+	if w.called {
+		w.sent = w.h.Clone()
+	}
 	switch {
 	case code == http.StatusTooManyRequests:
 		w.denied++
@@ -62,8 +91,13 @@ func (w *discardWriter) count(allowed bool, err error) {
 	}
 }
 
-// reset readies w for the next request without allocating.
-func (w *discardWriter) reset() { clear(w.h) }
+// reset ends the previous response as net/http's server ends one (with
+// a 200 if the handler wrote no status) and readies w for the next request
+// with an empty header map, made as the server makes each response's.
+func (w *discardWriter) reset() {
+	w.WriteHeader(http.StatusOK)
+	w.h, w.called, w.wrote = make(http.Header), false, false
+}
 
 // okHandler is the application behind the middleware: it does nothing, so
 // that the middleware is all that is measured.

@@ -94,7 +94,9 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	echo "\`X-Api-Key\` header, each peer reading it with a plain map lookup. ratelimit"
 	echo "writes its full default header set (X-RateLimit-* and IETF RateLimit,"
 	echo "RateLimit-Policy); xrate-map is the hand-rolled \`x/time/rate\` map, which writes"
-	echo "no headers; baseline is no limiter at all."
+	echo "no headers; baseline is no limiter at all. Each response gets a new header"
+	echo "map, copied as its status is written, as net/http's server does, so that"
+	echo "every peer pays for the headers it writes (see \`harness_test.go\`)."
 	echo
 	echo "## Ratios (ratelimit / fastest peer library; < 1 is faster)"
 	echo
