@@ -141,14 +141,7 @@ func runRedisCallers(b *testing.B, callers int, op func(ctx context.Context, i i
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	if callers == 1 {
-		n := 0
-		body(func() bool { n++; return n <= b.N })
-	} else {
-		// RunParallel starts parallelism x GOMAXPROCS goroutines.
-		b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-		b.RunParallel(func(pb *testing.PB) { body(pb.Next) })
-	}
+	runCallers(callers, b.N, body)
 	b.StopTimer()
 	if len(lat) == 0 {
 		return
@@ -158,6 +151,25 @@ func runRedisCallers(b *testing.B, callers int, op func(ctx context.Context, i i
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	b.ReportMetric(float64(allowed.Load())/float64(b.N), "allowed/op")
+}
+
+// runCallers runs body on exactly callers goroutines (the caller's own when
+// callers is 1), which share n calls: next reports whether the goroutine
+// that calls it has another call to make. Not b.RunParallel: it starts a
+// multiple of GOMAXPROCS goroutines, 16 for 8 callers on 16 CPUs.
+func runCallers(callers, n int, body func(next func() bool)) {
+	var left atomic.Int64
+	left.Store(int64(n))
+	next := func() bool { return left.Add(-1) >= 0 }
+	if callers <= 1 {
+		body(next)
+		return
+	}
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() { body(next) })
+	}
+	wg.Wait()
 }
 
 // redisAddr is the address of the Redis the benchmarks use.
@@ -220,5 +232,27 @@ func redisDelete(b *testing.B, c *redis.Client, prefix string) {
 			return
 		}
 		keys = keys[n:]
+	}
+}
+
+// A decision benchmark runs as many goroutines as its callers say,
+// whatever GOMAXPROCS is (16 here, where RunParallel would start 16 for 8
+// callers and 32 for 1), and they make n calls in all.
+func TestRunCallers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16))
+	for _, callers := range append([]int{1, 3}, redisCallers...) {
+		var bodies, calls atomic.Int64
+		runCallers(callers, 1000, func(next func() bool) {
+			bodies.Add(1)
+			for next() {
+				calls.Add(1)
+			}
+		})
+		if got := bodies.Load(); got != int64(callers) {
+			t.Errorf("callers=%d: %d goroutines ran, want %d", callers, got, callers)
+		}
+		if got := calls.Load(); got != 1000 {
+			t.Errorf("callers=%d: %d calls in all, want 1000", callers, got)
+		}
 	}
 }
