@@ -837,8 +837,8 @@ func mwBytesPerRun(n int, f func()) uint64 {
 func TestHandlerAllocations(t *testing.T) {
 	// The allowed path makes the key and, for all the headers, one string
 	// of their numbers and one array of their values; the store makes
-	// nothing. A refusal adds one array for the 429's Content-Type,
-	// nosniff and Vary values. A second passes per request, so the log holds 60
+	// nothing. A refusal adds one array for the 429's Content-Type and
+	// Vary values. A second passes per request, so the log holds 60
 	// instants and stops growing.
 	clk := fakeclock.New()
 	l := newLimiter(t, 100, time.Minute, ratelimit.KeyByHeader("X-Api-Key"), ratelimit.WithClock(clk.Now))

@@ -39,8 +39,7 @@ func writeProblem(w http.ResponseWriter, res Result) {
 	})
 	h := w.Header()
 	delete(h, "Content-Length")
-	h.Set(hdrContentType, problemJSON)
-	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set(hdrContentType, problemJSON) // no nosniff: see defaultDenied
 	w.WriteHeader(http.StatusTooManyRequests)
 	w.Write(append(body, '\n'))
 }

@@ -168,6 +168,24 @@ func TestRefusalVariesByAccept(t *testing.T) {
 	}
 }
 
+// The default refusal, in either form, with either set of rate-limit
+// headers or both, sends at most 8 header fields: a Go map of more leaves
+// its one group of 8 for a table, and net/http copies the map as the
+// status is written, so that a ninth field doubles what a refusal costs
+// (see defaultDenied).
+func TestRefusalFitsEightHeaders(t *testing.T) {
+	for _, headers := range []ratelimit.HeaderSet{ratelimit.HeadersLegacy | ratelimit.HeadersIETF | ratelimit.HeadersUnixReset, ratelimit.HeadersLegacy, ratelimit.HeadersIETF} {
+		for _, accept := range []string{"", "application/problem+json"} {
+			l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now), ratelimit.WithHeaders(headers))
+			h := l.Handler(okHandler)
+			get(h, "192.0.2.1:1")
+			w := get(h, "192.0.2.1:1", "Accept", accept)
+			require.Equal(t, http.StatusTooManyRequests, w.Code, "status")
+			assert.LessOrEqual(t, len(w.Header()), 8, "header fields of a 429 (headers %v, Accept %q): %v", headers, accept, w.Header())
+		}
+	}
+}
+
 // A denied handler of the application's own picks its own form: the
 // limiter adds no Vary to its answer.
 func TestDeniedHandlerGetsNoVary(t *testing.T) {
