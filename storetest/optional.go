@@ -173,8 +173,64 @@ func (s *suite) refundCase(t *testing.T) {
 	for _, a := range s.cfg.algorithms {
 		t.Run(a.String(), func(t *testing.T) { s.refundOne(t, a) })
 	}
+	for _, a := range s.cfg.algorithms {
+		t.Run(a.String()+", a cost of 2 in every policy", func(t *testing.T) { s.refundCost(t, a) })
+	}
 	t.Run("exact instants", s.refundExactInstants)
+	t.Run("the oldest instant", s.refundOldest)
 	t.Run("counter, previous window", s.refundPreviousWindow)
+}
+
+// refundCost is refundCase under a set of a policy of a and one of the
+// default algorithm, both of 5: 3 then 2 fill both, and a refund of 2 of
+// the first 3 frees 2 in each: 2 more fit, and not a third.
+func (s *suite) refundCost(t *testing.T, a ratelimit.Algorithm) {
+	st, _ := s.store(t)
+	ps := set(t, policy("p", 5, time.Hour, a), ratelimit.Policy{Name: "q", Limit: 5, Window: 24 * time.Hour})
+	first := take(t, st, "k", ps, 3)
+	if res := take(t, st, "k", ps, 2); !first.Allowed || !res.Allowed || res.Remaining != 0 {
+		t.Fatalf("3 then 2 under limits of 5: %+v, then %+v, want both allowed, 0 remaining", first, res)
+	}
+	if err := st.Refund(context.Background(), "k", ps, 2, first.At); err != nil {
+		t.Fatal(err)
+	}
+	if res := peek(t, st, "k", ps); res.Remaining != 2 {
+		t.Errorf("after a refund of 2: peek %+v, want 2 remaining under both policies", res)
+	}
+	if res := take(t, st, "k", ps, 2); !res.Allowed || res.Remaining != 0 {
+		t.Errorf("2 more after a refund of 2: %+v, want allowed with 0 remaining", res)
+	}
+	if res := take(t, st, "k", ps, 1); res.Allowed {
+		t.Errorf("then: %+v, want refused", res)
+	}
+}
+
+// refundOldest: the sliding log removes the instant refunded, not the
+// newest: with A at 0, B at 10 s and C at 20 s under 3 a minute, a
+// refund of A leaves B the oldest, so that a request at 30 s fits and
+// the next waits until B leaves, at 70 s. A store that took back the
+// newest instant instead would still measure the wait from A.
+func (s *suite) refundOldest(t *testing.T) {
+	s.skipUnless(t, ratelimit.Policy{Algorithm: ratelimit.SlidingLog})
+	st, clk := s.store(t)
+	ctx := context.Background()
+	ps := set(t, ratelimit.Policy{Name: "p", Limit: 3, Window: time.Minute})
+	start := clk.Now()
+	var ats []time.Time
+	for i := range 3 {
+		clk.Set(start.Add(time.Duration(i) * 10 * time.Second))
+		ats = append(ats, take(t, st, "k", ps, 1).At)
+	}
+	if err := st.Refund(ctx, "k", ps, 1, ats[0]); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(start.Add(30 * time.Second))
+	if res := take(t, st, "k", ps, 1); !res.Allowed || res.Remaining != 0 || !s.near(res.Reset, 40*time.Second) {
+		t.Errorf("at 30 s, A refunded: %+v, want allowed, 0 remaining, Reset 40s (B the oldest)", res)
+	}
+	if res := take(t, st, "k", ps, 1); res.Allowed || !s.near(res.RetryAfter, 40*time.Second) {
+		t.Errorf("then: %+v, want refused until B leaves, in 40s", res)
+	}
 }
 
 // refundOne is refundCase under a set of a policy of a and one of the
@@ -467,6 +523,38 @@ func (s *suite) refundLeftWindow(t *testing.T) {
 	for _, a := range s.rolling() {
 		t.Run(a.String()+" beside a longer window", func(t *testing.T) { s.refundLeftOneWindow(t, a) })
 	}
+	t.Run("counter, still weighed", s.refundLeftWeighedWindow)
+}
+
+// refundLeftWeighedWindow: a request that has left the rolling window,
+// exactly one window old as an instant of the log leaves it, is not taken
+// back by the window counter, though the fixed window it fell in still
+// weighs. Limit 4 a minute: 4 at 5 s; at 65 s they weigh
+// ceil(4 * 55/60) = 4, and a refund of one changes nothing (taking it
+// back would leave ceil(3 * 55/60) = 3, and one more would fit).
+func (s *suite) refundLeftWeighedWindow(t *testing.T) {
+	s.skipUnless(t, ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter})
+	st, clk := s.store(t)
+	ps := set(t, ratelimit.Policy{Name: "p", Limit: 4, Window: time.Minute, Algorithm: ratelimit.SlidingWindowCounter})
+	start := clk.Now()
+	clk.Set(start.Add(5 * time.Second))
+	old := take(t, st, "k", ps, 4)
+	clk.Set(start.Add(65 * time.Second))
+	before := peek(t, st, "k", ps)
+	if before.Allowed {
+		t.Fatalf("at 65 s: peek %+v, want refused (4 at 5 s weigh 4)", before)
+	}
+	if err := st.Refund(context.Background(), "k", ps, 1, old.At); err != nil {
+		t.Fatal(err)
+	}
+	after := peek(t, st, "k", ps)
+	before.At, after.At = time.Time{}, time.Time{}
+	if after != before {
+		t.Errorf("refunding a request a window old: peek %+v, before the refund %+v", after, before)
+	}
+	if res := take(t, st, "k", ps, 1); res.Allowed {
+		t.Errorf("after the refund: %+v, want refused (the request had left the window)", res)
+	}
 }
 
 // refundLeftOneWindow: under short (2 a minute) and long (3 an hour) of
@@ -501,7 +589,8 @@ func (s *suite) refundLeftOneWindow(t *testing.T, a ratelimit.Algorithm) {
 // of the fixed window the request fell in, the previous one here, which
 // weighs half. Limit 4 a minute: 4 at 50 s, then at 90 s the previous
 // window weighs 2 and 2 more fit. One refunded leaves ceil(3/2) = 2: still
-// full; a second leaves 1, and one more fits.
+// full; a second leaves 1, and one more fits. On a twin key, a refund of 2
+// at once leaves 1 too.
 func (s *suite) refundPreviousWindow(t *testing.T) {
 	s.skipUnless(t, ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter})
 	st, clk := s.store(t)
@@ -510,9 +599,12 @@ func (s *suite) refundPreviousWindow(t *testing.T) {
 	start := clk.Now()
 	clk.Set(start.Add(50 * time.Second))
 	old := take(t, st, "k", ps, 4)
+	twin := take(t, st, "twin", ps, 4)
 	clk.Set(start.Add(90 * time.Second))
-	if res := take(t, st, "k", ps, 2); !res.Allowed || res.Remaining != 0 {
-		t.Fatalf("at 90 s: %+v, want 2 allowed with 0 remaining", res)
+	for _, k := range []string{"k", "twin"} {
+		if res := take(t, st, k, ps, 2); !res.Allowed || res.Remaining != 0 {
+			t.Fatalf("%s at 90 s: %+v, want 2 allowed with 0 remaining", k, res)
+		}
 	}
 	if err := st.Refund(ctx, "k", ps, 1, old.At); err != nil {
 		t.Fatal(err)
@@ -528,6 +620,12 @@ func (s *suite) refundPreviousWindow(t *testing.T) {
 	}
 	if res := take(t, st, "k", ps, 1); res.Allowed {
 		t.Errorf("then: %+v, want refused", res)
+	}
+	if err := st.Refund(ctx, "twin", ps, 2, twin.At); err != nil {
+		t.Fatal(err)
+	}
+	if res := take(t, st, "twin", ps, 1); !res.Allowed || res.Remaining != 0 {
+		t.Errorf("the twin, 2 refunded at once: %+v, want one more allowed with 0 remaining", res)
 	}
 }
 

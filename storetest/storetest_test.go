@@ -27,6 +27,11 @@ type naiveStore struct {
 	recordRefused bool
 	// refundPastReset lets a refund take back requests of after a Reset.
 	refundPastReset bool
+	// refundNewest takes back the newest requests, whatever their instant.
+	refundNewest bool
+	// refundFirstOnly takes back requests from the set's first policy
+	// alone.
+	refundFirstOnly bool
 	resets          map[string]int64 // the instant of each key and set's latest Reset
 }
 
@@ -93,11 +98,14 @@ func (s *naiveStore) Refund(ctx context.Context, key string, set ratelimit.Polic
 		return nil
 	}
 	for i := range set.Len() {
+		if i > 0 && s.refundFirstOnly {
+			break
+		}
 		name := key + "\x00" + set.ID() + "\x00" + set.At(i).Name
 		log := s.logs[name]
 		for n := 0; n < cost; n++ {
 			j := len(log) - 1
-			for j >= 0 && log[j] != t {
+			for j >= 0 && log[j] != t && !s.refundNewest {
 				j--
 			}
 			if j < 0 {
@@ -202,7 +210,8 @@ func tightest(results []ratelimit.Result) ratelimit.Result {
 func newNaive(broken string) storetest.NewStore {
 	return func(t *testing.T, clock *storetest.Clock) ratelimit.Store {
 		return &naiveStore{now: clock.Now, logs: map[string][]int64{}, resets: map[string]int64{},
-			ignoreSet: broken == "ignore-set", recordRefused: broken == "record-refused", refundPastReset: broken == "refund-past-reset"}
+			ignoreSet: broken == "ignore-set", recordRefused: broken == "record-refused", refundPastReset: broken == "refund-past-reset",
+			refundNewest: broken == "refund-newest", refundFirstOnly: broken == "refund-first-only"}
 	}
 }
 
@@ -234,6 +243,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"ignore-set", []string{"IsolationBetweenSets", "IsolationBetweenLimiters"}},
 		{"record-refused", []string{"AllOrNone"}},
 		{"refund-past-reset", []string{"RefundAfterReset"}},
+		{"refund-newest", []string{"Refund/the_oldest_instant"}},
+		{"refund-first-only", []string{"Refund/SlidingLog,_a_cost_of_2_in_every_policy"}},
 	} {
 		t.Run(c.broken, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStore$", "-test.v")
