@@ -279,6 +279,8 @@ func (s *suite) tightestTable(t *testing.T) {
 	}{
 		{"fewest remaining", []ratelimit.Policy{minute, {Name: "day", Limit: 2, Window: 24 * time.Hour}}, 0, true, "day", 2, 24 * time.Hour, 1},
 		{"the longer reset", []ratelimit.Policy{minute, {Name: "hour", Limit: 3, Window: time.Hour}}, 0, true, "hour", 3, time.Hour, 2},
+		// The longer reset wins over the set's order: "a" comes first.
+		{"the longer reset, second in order", []ratelimit.Policy{{Name: "a", Limit: 3, Window: time.Minute}, {Name: "b", Limit: 3, Window: time.Hour}}, 0, true, "b", 3, time.Hour, 2},
 		{"a tie, allowed", []ratelimit.Policy{{Name: "b", Limit: 3, Window: time.Hour}, {Name: "a", Limit: 3, Window: time.Hour}}, 0, true, "a", 3, time.Hour, 2},
 		{"a tie, refused", []ratelimit.Policy{{Name: "b", Limit: 1, Window: time.Hour}, {Name: "a", Limit: 1, Window: time.Hour}}, 1, false, "a", 1, time.Hour, 0},
 		{"a refusal before any allowance", []ratelimit.Policy{{Name: "x", Limit: 1, Window: time.Minute}, {Name: "y", Limit: 2, Window: time.Hour}}, 1, false, "x", 1, time.Minute, 0},
