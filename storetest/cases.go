@@ -564,6 +564,34 @@ func (s *suite) windowEdges(t *testing.T) {
 			}
 		})
 	}
+	t.Run("GCRA/an interval rounded up", s.gcraRoundsUp)
+}
+
+// gcraRoundsUp: GCRA's interval is window/limit rounded up, in the
+// store's steps, so that the rate never exceeds the limit: 3 per 3,001
+// steps admit one every 1,001 steps once a burst has emptied the bucket,
+// not one every 1,000.
+func (s *suite) gcraRoundsUp(t *testing.T) {
+	p := ratelimit.Policy{Name: "p", Limit: 3, Window: 3001 * s.cfg.resolution, Algorithm: ratelimit.GCRA}
+	s.skipUnless(t, p)
+	st, clk := s.store(t)
+	ps := set(t, p)
+	interval := 1001 * s.cfg.resolution
+	if n := takeN(t, st, "k", ps, 4); n != 3 {
+		t.Fatalf("a burst: %d of 4 allowed, want 3", n)
+	}
+	start := clk.Now()
+	for i := 1; i <= 3; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		clk.Set(at.Add(-s.cfg.resolution))
+		if res := take(t, st, "k", ps, 1); res.Allowed || !s.near(res.RetryAfter, s.cfg.resolution) {
+			t.Fatalf("a step before %d intervals of %v: %+v, want refused for a step", i, interval, res)
+		}
+		clk.Set(at)
+		if res := take(t, st, "k", ps, 1); !res.Allowed || res.Remaining != 0 {
+			t.Fatalf("%d intervals of %v after the burst: %+v, want allowed with 0 remaining", i, interval, res)
+		}
+	}
 }
 
 // edgeCase is one case of WindowEdges: requests to policy p, limit per
