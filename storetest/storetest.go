@@ -20,8 +20,11 @@
 // sharing the store; the policy a Result reports; window edges and
 // RetryAfter, against reference models of the algorithms over random
 // traffic; refusals repeated while a client floods; cost rules and invalid
-// arguments; expiry; context cancellation; Peek, Reset and Refund,
-// refunds after a Reset and refunds of a share GCRA has refilled; calendar
+// arguments; expiry, and a flood of new keys, which a store may forget
+// once idle, beside keys whose counts it must keep; context
+// cancellation; Peek, Reset and Refund, of a cost above one and of the
+// very instants counted, refunds after a Reset and refunds of a share
+// GCRA has refilled; calendar
 // periods across month ends, leap days and changes of daylight saving
 // time; a clock that steps back; and limits that change, counting on where the old limit left off,
 // under a Limiter whose lookup changes them while 32 goroutines send. The
@@ -129,6 +132,7 @@ func (s *suite) cases() []suiteCase {
 		{"WindowEdges", true, s.windowEdges},
 		{"Models", true, s.models},
 		{"Expiry", true, s.expiry},
+		{"Forgetting", true, s.forgetting},
 		{"RepeatedRefusals", true, s.repeatedRefusals},
 		{"Peek", false, s.peekCase},
 		{"PeekModels", true, s.peekModels},
