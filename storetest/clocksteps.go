@@ -56,8 +56,10 @@ func (s *suite) rollingStepBack(t *testing.T, a ratelimit.Algorithm, back time.D
 	}
 }
 
-// calendarStepBack spends a daily quota a second into a day, then steps
-// the clock back by back: into the day before, or the one before that.
+// calendarStepBack spends a daily quota a second into a day, after a
+// request the day before (so that the key was seen before the clock steps
+// back, as most keys were), then steps the clock back by back: into the
+// day before, or the one before that.
 // The next request is refused; after a step into the day before, until
 // the spent day ends (its At and RetryAfter reach the day's end), since
 // the clock comes back to that day before any other.
@@ -67,6 +69,8 @@ func (s *suite) calendarStepBack(t *testing.T, back time.Duration) {
 	st, clk := s.store(t)
 	ps := set(t, p)
 	day := clk.Now().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	clk.Set(day.Add(-time.Hour))
+	take(t, st, "k", ps, 1)
 	clk.Set(day.Add(time.Second))
 	if n := takeN(t, st, "k", ps, 3); n != 3 {
 		t.Fatalf("%d of 3 allowed in the day, want 3", n)
