@@ -361,6 +361,47 @@ func (s *suite) repeatedRefusals(t *testing.T) {
 		t.Run(a.String(), func(t *testing.T) { s.refusalsShrink(t, a) })
 	}
 	t.Run("smaller costs", s.smallerCostAfterRefusals)
+	for _, a := range s.cfg.algorithms {
+		t.Run(a.String()+", a cost of 3", func(t *testing.T) { s.costlyRefusals(t, a) })
+	}
+}
+
+// costlyRefusals: refusals of a cost of 3 under 4 a minute, with 2 taken
+// at 0 s and 2 at 10 s, repeated from 20 s on, report what the first
+// decision of a twin key of the same history reports at the same instant:
+// also once the quota has grown (past the first refusal's Reset) but not
+// enough for the cost, when Remaining and Reset have changed.
+func (s *suite) costlyRefusals(t *testing.T, a ratelimit.Algorithm) {
+	st, clk := s.store(t)
+	res := s.cfg.resolution
+	ps := set(t, policy("p", 4, time.Minute, a))
+	start := clk.Now()
+	const twins = 6
+	keys := []string{"k"}
+	for i := range twins {
+		keys = append(keys, fmt.Sprint("twin-", i))
+	}
+	for _, at := range []time.Duration{0, 10 * time.Second} {
+		clk.Set(start.Add(at))
+		for _, k := range keys {
+			take(t, st, k, ps, 2)
+		}
+	}
+	clk.Set(start.Add(20 * time.Second))
+	first := take(t, st, "k", ps, 3)
+	if first.Allowed {
+		t.Fatalf("a cost of 3 with 4 of 4 taken: %+v, want refused", first)
+	}
+	for i, d := range []time.Duration{0, first.Reset - res, first.Reset, first.Reset + res, (first.Reset + first.RetryAfter) / 2, first.RetryAfter - res} {
+		if d < 0 || d >= first.RetryAfter || first.At.Add(d).Before(clk.Now()) {
+			continue
+		}
+		clk.Set(first.At.Add(d))
+		got, want := take(t, st, "k", ps, 3), take(t, st, keys[1+i], ps, 3)
+		if got != want {
+			t.Errorf("%v after the first refusal %+v: %+v, a fresh decision %+v", d, first, got, want)
+		}
+	}
 }
 
 // refusalsShrink is repeatedRefusals under a policy of a, limit 4 a
@@ -388,7 +429,7 @@ func (s *suite) refusalsShrink(t *testing.T, a ratelimit.Algorithm) {
 		if want.Reset >= d {
 			want.Reset -= d
 		}
-		want.At = got.At
+		want.At = first.At.Add(d) // the clock's reading
 		if got != want {
 			t.Fatalf("%v after the first refusal %+v: %+v, want %+v", d, first, got, want)
 		}
