@@ -362,19 +362,28 @@ func (s *suite) repeatedRefusals(t *testing.T) {
 	}
 	t.Run("smaller costs", s.smallerCostAfterRefusals)
 	for _, a := range s.cfg.algorithms {
-		t.Run(a.String()+", a cost of 3", func(t *testing.T) { s.costlyRefusals(t, a) })
+		t.Run(a.String()+", a cost of 3", func(t *testing.T) { s.costlyRefusals(t, policy("p", 4, time.Minute, a)) })
 	}
+	// The refusal reports p, whose wait for 3 (25 s) is the longer, and
+	// whose quota grows in 10 s; q, 4 per 34 s, refuses even one request
+	// for 14 s: in between, p's Remaining and Reset change.
+	t.Run("GCRA beside a log, a cost of 3", func(t *testing.T) {
+		s.costlyRefusals(t, ratelimit.Policy{Name: "p", Limit: 4, Window: time.Minute, Algorithm: ratelimit.GCRA},
+			ratelimit.Policy{Name: "q", Limit: 4, Window: 34 * time.Second})
+	})
 }
 
-// costlyRefusals: refusals of a cost of 3 under 4 a minute, with 2 taken
-// at 0 s and 2 at 10 s, repeated from 20 s on, report what the first
-// decision of a twin key of the same history reports at the same instant:
-// also once the quota has grown (past the first refusal's Reset) but not
-// enough for the cost, when Remaining and Reset have changed.
-func (s *suite) costlyRefusals(t *testing.T, a ratelimit.Algorithm) {
+// costlyRefusals: refusals of a cost of 3 under the policies of ps, of 4
+// each, with 2 taken at 0 s and 2 at 10 s, repeated from 20 s on, report
+// what the first decision of a twin key of the same history reports at
+// the same instant: also once the quota has grown (past the first
+// refusal's Reset) but not enough for the cost, when Remaining and Reset
+// have changed.
+func (s *suite) costlyRefusals(t *testing.T, policies ...ratelimit.Policy) {
+	s.skipUnless(t, policies...)
 	st, clk := s.store(t)
 	res := s.cfg.resolution
-	ps := set(t, policy("p", 4, time.Minute, a))
+	ps := set(t, policies...)
 	start := clk.Now()
 	const twins = 6
 	keys := []string{"k"}
