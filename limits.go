@@ -53,13 +53,6 @@ import (
 // added or taken away, and with it every count of the client, since a
 // count belongs to a set of policies (see PolicySet.ID). The cache holds
 // at most 65,536 keys.
-//
-// Give clients limits of their own, not quotas of their own: a memory
-// store counts under at most 4,096 distinct policies for its life, told
-// apart by their sets' names, windows and algorithms, not their limits
-// (see NewMemoryStore). A limits that returns a name or a window per
-// client, rather than one of a few plans, has its clients beyond the
-// bound answered as by a full store.
 func WithLimits(limits func(ctx context.Context, key string) ([]Policy, error), ttl time.Duration) Option {
 	return func(c *config) {
 		need(c, "WithLimits", "function", &c.limits, limits)

@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,14 +52,13 @@ func TestLimitsCacheBounded(t *testing.T) {
 	assert.LessOrEqual(t, count(), maxCachedKeys, "keys cached")
 }
 
-// WithLimits' sets number the memory store's catalog by their IDs: clients
-// of distinct limits under the same names, windows and algorithms share
-// one set, but each quota of its own (a window, a name) adds one. The
-// store numbers at most maxCataloged policies: a set beyond them is
-// refused as by a full store, a client under it peeks a full quota, and
-// the sets the store knows are served as before.
-func TestLimitsCatalogBounded(t *testing.T) {
-	const overflow = 100
+// WithLimits' sets group the memory store's entries by their IDs: clients
+// of distinct limits under the same names, windows and algorithms share one
+// group, and each quota of its own (a window, a name) makes one, which the
+// store keeps only while it holds an entry, so that clients of quotas of
+// their own cost memory as their keys do, no more and not for longer.
+func TestLimitsGroupsBoundedByEntries(t *testing.T) {
+	const clients = 5000
 	lookup := func(_ context.Context, key string) ([]Policy, error) {
 		kind, n, _ := strings.Cut(key, ":") // "limit:7" or "window:7"
 		i, err := strconv.Atoi(n)
@@ -69,64 +67,52 @@ func TestLimitsCatalogBounded(t *testing.T) {
 		}
 		return []Policy{{Name: "burst", Limit: 10, Window: time.Duration(i+1) * time.Millisecond}}, err
 	}
-	l, err := New(10, time.Minute, KeyByHeader("X-API-Key"), WithClock(fakeclock.New().Now),
+	clk := fakeclock.New()
+	l, err := New(10, time.Minute, KeyByHeader("X-API-Key"), WithClock(clk.Now),
 		WithLimits(lookup, time.Hour), WithLookupTimeout(time.Minute))
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	s := l.store.(*memoryStore)
-	catalogued := func() (ids, policies int) {
-		s.catalog.mu.Lock()
-		defer s.catalog.mu.Unlock()
-		return len(s.catalog.byID), len(s.catalog.policies)
+	groups := func() map[string]int { // set ID -> entries, over every shard
+		ids := make(map[string]int)
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.RLock()
+			for id, g := range sh.sets {
+				assert.Positive(t, g.n, "shard %d: a group of no entry", i)
+				ids[id] += g.n
+			}
+			sh.mu.RUnlock()
+		}
+		return ids
 	}
 	ctx := context.Background()
 
-	for i := range 1000 {
+	for i := range clients {
 		d := l.Allow(ctx, "limit:"+strconv.Itoa(i), 1)
 		require.Equal(t, Serve, d.Outcome, "client of limit %d: %v", i+1, d.Err)
 		require.Equal(t, i+1, d.Result.Limit, "client of limit %d", i+1)
 	}
-	ids, _ := catalogued()
-	assert.Equal(t, 1, ids, "set IDs for 1,000 clients of distinct limits")
+	ids := groups()
+	require.Len(t, ids, 1, "set IDs for %d clients of distinct limits", clients)
+	var shared string
+	for id := range ids {
+		shared = id
+	}
 
-	served, refused := 0, 0
-	for i := range maxCataloged + overflow {
-		switch d := l.Allow(ctx, "window:"+strconv.Itoa(i), 1); {
-		case d.Outcome == Serve:
-			served++
-		case d.Outcome == Fail && errors.Is(d.Err, errStoreFull):
-			refused++
-		default:
-			t.Fatalf("client of window %d ms: %v, %v", i+1, d.Outcome, d.Err)
-		}
+	for i := range clients {
+		d := l.Allow(ctx, "window:"+strconv.Itoa(i), 1)
+		require.Equal(t, Serve, d.Outcome, "client of window %d ms: %v", i+1, d.Err)
 	}
-	_, policies := catalogued()
-	assert.Equal(t, maxCataloged, policies, "policies numbered")
-	assert.Equal(t, maxCataloged-1, served, "clients of windows of their own served")
-	assert.Equal(t, overflow+1, refused, "clients of windows of their own refused")
-	maps := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.RLock()
-		require.LessOrEqual(t, len(sh.m), maxCataloged, "shard %d: policies it has room for", i)
-		for _, m := range sh.m {
-			if m != nil {
-				maps++
-			}
-		}
-		sh.mu.RUnlock()
-	}
-	assert.LessOrEqual(t, maps, l.Stats().Keys, "maps in the shards: at most one per entry")
+	ids = groups()
+	assert.Equal(t, clients+1, len(ids), "set IDs after %d clients of windows of their own", clients)
+	assert.Equal(t, clients, ids[shared], "entries of the clients of distinct limits")
 
-	last := "window:" + strconv.Itoa(maxCataloged+overflow-1)
-	res, err := l.Peek(ctx, last)
-	require.NoError(t, err, "Peek of a client the store could not number")
-	assert.Equal(t, 10, res.Remaining, "Peek of a client the store could not number")
-	require.NoError(t, l.Reset(ctx, last), "Reset of a client the store could not number")
-	for _, key := range []string{"window:0", "window:" + strconv.Itoa(maxCataloged-2), "limit:7"} {
-		d := l.Allow(ctx, key, 1)
-		assert.Equal(t, Serve, d.Outcome, "%s again: %v", key, d.Err)
-	}
-	_, policies = catalogued()
-	assert.Equal(t, maxCataloged, policies, "policies numbered at the end")
+	clk.Advance(clients * time.Millisecond) // every window has passed
+	msSweepAll(s)
+	assert.Zero(t, len(groups()), "groups once their entries went idle")
+	assert.Zero(t, l.Stats().Keys, "entries once idle")
+	d := l.Allow(ctx, "window:7", 1)
+	assert.Equal(t, Serve, d.Outcome, "a client of a quota of its own again: %v", d.Err)
+	assert.Equal(t, 1, len(groups()), "set IDs at the end")
 }

@@ -3,8 +3,8 @@ package ratelimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -29,9 +29,7 @@ type MemoryConfig struct {
 	// state it samples instead of refusing the new key: new keys are
 	// served, but an evicted key's count starts over. MaxKeys stays a
 	// bound, though: a key whose set has more policies than a shard may
-	// hold (at least 16, or MaxKeys if less) is refused all the same, as
-	// is one under a set beyond the store's 4,096 policies (see
-	// NewMemoryStore).
+	// hold (at least 16, or MaxKeys if less) is refused all the same.
 	EvictLeastRecent bool
 	// Clock, if set, is read instead of time.Now, for simulations that
 	// replay traffic. A reading earlier than the latest a key's state
@@ -47,20 +45,16 @@ type MemoryConfig struct {
 // WithStore. The caller closes it, which stops its background sweep.
 //
 // Each key's state under each policy is an entry: a lock and the
-// algorithm's state. Entries live in shards, each a map per policy behind
-// one lock that is held only to find, add or drop an entry, and a
-// decision holds only its entries' locks, so different keys never wait on
-// each other. Memory stays bounded: what has left a window is dropped
-// whenever an entry is used; a new entry that finds its shard doubled
-// since it was last swept sweeps it, unless no entry there can be idle
-// yet, so that sweeping keeps pace with any flood of new keys; a
+// algorithm's state. Entries live in shards, each a map per set ID and
+// policy behind one lock that is held only to find, add or drop an entry,
+// and a decision holds only its entries' locks, so different keys never
+// wait on each other. Memory stays bounded: what has left a window is
+// dropped whenever an entry is used; a new entry that finds its shard
+// doubled since it was last swept sweeps it, unless no entry there can be
+// idle yet, so that sweeping keeps pace with any flood of new keys; a
 // background sweep drops every idle entry once a minute; MaxKeys bounds
-// the number of entries; and a store counts under at most 4,096 policies,
-// numbered once per set ID (a set's names, windows and algorithms, not its
-// limits: see PolicySet.ID) for the store's life. A Take under a set of a
-// new ID beyond them fails as on a full store, and a Peek reports the
-// full quota of a key never seen: give clients their own limits, not
-// quotas of their own (see WithLimits).
+// the number of entries; and a shard keeps the maps of a set ID only
+// while they hold an entry.
 func NewMemoryStore(c MemoryConfig) (Store, error) {
 	if c.MaxKeys < 0 {
 		return nil, errors.New("ratelimit: MemoryConfig.MaxKeys: " + strconv.Itoa(c.MaxKeys) + ", want >= 0")
@@ -72,7 +66,6 @@ func NewMemoryStore(c MemoryConfig) (Store, error) {
 type memoryStore struct {
 	shards   []shard
 	seed     maphash.Seed
-	catalog  catalog
 	clock    func() time.Time // nil: the monotonic clock alone
 	base     time.Time        // when the store was made (monotonic clock)
 	epoch    int64            // base in Unix nanoseconds
@@ -84,14 +77,14 @@ type memoryStore struct {
 	sweeping sync.WaitGroup
 }
 
-// A shard holds the entries of the keys its hash picks, a map of them per
-// policy, so that a decision under several policies finds a key's entries
-// under one lock.
+// A shard holds the entries of the keys its hash picks, grouped by their
+// sets' IDs.
 type shard struct {
-	mu sync.RWMutex
-	m  []map[string]*entry // by the policy's number (see catalog), then key
-	n  int                 // entries in m
-	// peak is the most entries m has held since its maps were made.
+	mu   sync.RWMutex
+	sets map[string]*group // by set ID
+	n    int               // entries in sets
+	// peak is the most entries the shard has held since its maps were
+	// made.
 	peak int
 	// dropped is the latest instant the shard forgot an entry at: that
 	// of a Reset or an eviction, or the one a swept entry went idle at,
@@ -108,6 +101,18 @@ type shard struct {
 	// unless none can be idle yet: none is before sweepAt.
 	sweepLen int
 	sweepAt  int64
+}
+
+// A group holds the entries of a shard's keys under the sets of one ID, a
+// map per policy, so that a decision under several policies finds a key's
+// entries under one lock. It lives while it holds an entry, so that the
+// memory of the sets a store has counted under is bounded by its entries.
+type group struct {
+	// set is the first set of the ID the shard was given: its windows and
+	// algorithms are those of every set of the ID, its limits not.
+	set *policySet
+	m   []map[string]*entry // by policy, then key
+	n   int                 // entries in m
 }
 
 // entry is the lock and state of one key under one policy.
@@ -142,17 +147,7 @@ const (
 	evictSample = 8
 	// sweepInterval is how often the background sweep runs.
 	sweepInterval = time.Minute
-	// maxCataloged bounds the policies a store's catalog numbers, each of
-	// which may cost every shard a map.
-	maxCataloged = 1 << 12
-	// unnumbered is the number of a policy the full catalog could not
-	// number: no entry is under it, and none is made.
-	unnumbered = -1
 )
-
-// errCatalogFull is returned for a new key under a set the store's catalog
-// had no room to number.
-var errCatalogFull = fmt.Errorf("%w: its sets hold %d policies, the most it counts under", errStoreFull, maxCataloged)
 
 func newMemoryStore(c MemoryConfig) *memoryStore {
 	n := maxShards
@@ -160,14 +155,13 @@ func newMemoryStore(c MemoryConfig) *memoryStore {
 		n /= 2 // so that per-shard bounds stay usable
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &memoryStore{shards: make([]shard, n), seed: maphash.MakeSeed(), catalog: catalog{byID: make(map[string][]int)},
-		clock: c.Clock, base: time.Now(), evict: c.EvictLeastRecent, stop: stop}
+	s := &memoryStore{shards: make([]shard, n), seed: maphash.MakeSeed(), clock: c.Clock, base: time.Now(), evict: c.EvictLeastRecent, stop: stop}
 	s.epoch = s.base.UnixNano()
 	if c.MaxKeys > 0 {
 		s.perShard = max(1, c.MaxKeys/n)
 	}
 	for i := range s.shards {
-		s.shards[i] = shard{dropped: minInstant, counted: minInstant, sweepLen: minSweepLen, sweepAt: math.MaxInt64}
+		s.shards[i] = shard{sets: make(map[string]*group), dropped: minInstant, counted: minInstant, sweepLen: minSweepLen, sweepAt: math.MaxInt64}
 	}
 	s.sweeping.Go(func() { s.sweepLoop(ctx) })
 	return s
@@ -283,13 +277,15 @@ func (s *memoryStore) Reset(ctx context.Context, key string, set PolicySet) erro
 	sh, now := s.shardOf(key), s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	for _, n := range s.catalog.numbers(set.p) {
-		if e := sh.get(n, key); e != nil {
-			// Waiting here is safe: no goroutine holds an entry's lock
-			// while it asks for a shard's.
-			e.mu.Lock()
-			sh.forget(n, key, e, max(now, e.seen))
-			e.mu.Unlock()
+	if g := sh.sets[set.p.id]; g != nil {
+		for i, m := range g.m {
+			if e := m[key]; e != nil {
+				// Waiting here is safe: no goroutine holds an entry's
+				// lock while it asks for a shard's.
+				e.mu.Lock()
+				sh.forget(g, i, key, e, max(now, e.seen))
+				e.mu.Unlock()
+			}
 		}
 	}
 	return nil
@@ -312,18 +308,14 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 	if err := check(ctx, set, cost); err != nil {
 		return nil, 0, false, err
 	}
-	ns := s.catalog.numbers(set.p)
 	sh := s.shardOf(key)
 	read := s.now()
 	for {
-		es = es[:0]
 		sh.mu.RLock()
-		for _, n := range ns {
-			es = append(es, sh.get(n, key))
-		}
+		es = sh.entries(set.p, key, es[:0])
 		sh.mu.RUnlock()
 		if create && slices.Contains(es, nil) {
-			if err := s.insert(sh, set.p, ns, key, es, read); err != nil {
+			if err := s.insert(sh, set.p, key, es, read); err != nil {
 				return nil, 0, false, err
 			}
 			made = true
@@ -361,28 +353,29 @@ func unlockAll(es []*entry) {
 	}
 }
 
-// get returns the entry of key under the policy numbered n, or nil. The
-// caller holds sh.mu.
-func (sh *shard) get(n int, key string) *entry {
-	if 0 <= n && n < len(sh.m) {
-		return sh.m[n][key]
+// entries appends to es the entry of key under each policy of ps, nil for
+// each it lacks. The caller holds sh.mu.
+func (sh *shard) entries(ps *policySet, key string, es []*entry) []*entry {
+	g := sh.sets[ps.id]
+	for i := range ps.policies {
+		var e *entry
+		if g != nil {
+			e = g.m[i][key]
+		}
+		es = append(es, e)
 	}
-	return nil
+	return es
 }
 
 // insert adds to sh the entries es lacks for key, one per policy of ps,
-// numbered ns, sweeping the shard first when a sweep is due and making
+// sweeping the shard first when a sweep is due and making
 // room if it is full. read is a reading of the clock taken before the
 // shard's lock: a new entry decides at it, or at the instant the shard
 // last forgot an entry if that is later.
-func (s *memoryStore) insert(sh *shard, ps *policySet, ns []int, key string, es []*entry, read int64) error {
-	if ns[0] == unnumbered { // and so are the others
-		s.rejected.Add(1)
-		return errCatalogFull
-	}
+func (s *memoryStore) insert(sh *shard, ps *policySet, key string, es []*entry, read int64) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s.perShard > 0 && len(ns) > s.perShard {
+	if s.perShard > 0 && len(es) > s.perShard {
 		// No room made could hold them all: drop nobody for the key.
 		s.rejected.Add(1)
 		return errStoreFull
@@ -397,8 +390,8 @@ func (s *memoryStore) insert(sh *shard, ps *policySet, ns []int, key string, es 
 	// key's own entries: look again each time.
 	for {
 		missing := 0
-		for i, n := range ns {
-			if es[i] = sh.get(n, key); es[i] == nil {
+		for _, e := range sh.entries(ps, key, es[:0]) {
+			if e == nil {
 				missing++
 			}
 		}
@@ -411,29 +404,32 @@ func (s *memoryStore) insert(sh *shard, ps *policySet, ns []int, key string, es 
 		}
 	}
 	key = strings.Clone(key) // never pins a larger string
-	for i, n := range ns {
-		if es[i] == nil { // not there, nor made first by another request
-			es[i] = sh.add(&ps.policies[i], n, key, read)
+	g := sh.sets[ps.id]
+	if g == nil {
+		g = &group{set: ps, m: make([]map[string]*entry, len(es))}
+		for i := range g.m {
+			g.m[i] = make(map[string]*entry)
+		}
+		sh.sets[ps.id] = g
+	}
+	for i, e := range es {
+		if e == nil { // not there, nor made first by another request
+			es[i] = sh.add(g, &ps.policies[i], i, key, read)
 		}
 	}
 	return nil
 }
 
-// add makes the entry of key under p, numbered n, for a request that read
-// the clock at read, and returns it. The caller holds sh.mu.
-func (sh *shard) add(p *Policy, n int, key string, read int64) *entry {
-	for len(sh.m) <= n {
-		sh.m = append(sh.m, nil) // a map only for the policies the shard holds
-	}
-	if sh.m[n] == nil {
-		sh.m[n] = make(map[string]*entry)
-	}
+// add makes the entry of key under p, the i-th policy of g, for a request
+// that read the clock at read, and returns it. The caller holds sh.mu.
+func (sh *shard) add(g *group, p *Policy, i int, key string, read int64) *entry {
 	// since keeps a refund from reaching back past an entry of the key
 	// the shard forgot: what it counted, at or before the instant it was
 	// last decided at, is never taken from this one.
 	at := max(read, sh.dropped)
 	e := &entry{seen: at, since: max(read-1, sh.counted), st: newState()}
-	sh.m[n][key] = e
+	g.m[i][key] = e
+	g.n++
 	sh.n++
 	sh.peak = max(sh.peak, sh.n)
 	// The entry counts its first request at the instant at or later, and
@@ -452,15 +448,18 @@ func (sh *shard) add(p *Policy, n int, key string, read int64) *entry {
 	return e
 }
 
-// forget drops e, the entry of key under the policy numbered n, at the
+// forget drops e, the entry of key under the i-th policy of g, at the
 // instant at: at least the latest it was decided at, so that an entry
 // made later decides after what e counted, even where a clock stepping
 // back would have it decide earlier, and takes no refund of it (see
 // shard.counted). The caller holds sh.mu and e.mu.
-func (sh *shard) forget(n int, key string, e *entry, at int64) {
+func (sh *shard) forget(g *group, i int, key string, e *entry, at int64) {
 	sh.counted = max(sh.counted, e.seen)
 	e.seen = dropped
-	delete(sh.m[n], key)
+	delete(g.m[i], key)
+	if g.n--; g.n == 0 {
+		delete(sh.sets, g.set.id)
+	}
 	sh.n--
 	sh.dropped = max(sh.dropped, at)
 }
@@ -473,17 +472,18 @@ func (sh *shard) forget(n int, key string, e *entry, at int64) {
 // holds sh.mu.
 func (s *memoryStore) sweep(sh *shard, now int64) {
 	next := int64(math.MaxInt64)
-	ps := s.catalog.all() // numbers every entry of sh, which the caller holds
-	for n, m := range sh.m {
-		p, a := ps[n], algorithmOf(ps[n].Algorithm)
-		for key, e := range m {
-			e.mu.Lock()
-			if at := a.idleAt(&e.st, p); at <= now {
-				sh.forget(n, key, e, max(at, e.seen))
-			} else {
-				next = min(next, at)
+	for _, g := range sh.sets {
+		for i, m := range g.m {
+			p, a := &g.set.policies[i], g.set.algos[i]
+			for key, e := range m {
+				e.mu.Lock()
+				if at := a.idleAt(&e.st, p); at <= now {
+					sh.forget(g, i, key, e, max(at, e.seen))
+				} else {
+					next = min(next, at)
+				}
+				e.mu.Unlock()
 			}
-			e.mu.Unlock()
 		}
 	}
 	sh.sweepLen = max(2*sh.n, minSweepLen)
@@ -491,18 +491,21 @@ func (s *memoryStore) sweep(sh *shard, now int64) {
 	if sh.peak >= 64 && sh.n <= sh.peak/4 {
 		// Go maps keep the memory of their peak: give a shrunken shard
 		// maps of their present size (maps.Clone may keep the capacity).
-		for i, m := range sh.m {
-			if len(m) == 0 {
-				sh.m[i] = nil
-				continue
-			}
-			sh.m[i] = make(map[string]*entry, len(m))
-			for k, e := range m {
-				sh.m[i][k] = e
+		sh.sets = resized(sh.sets)
+		for _, g := range sh.sets {
+			for i, m := range g.m {
+				g.m[i] = resized(m)
 			}
 		}
 		sh.peak = sh.n
 	}
+}
+
+// resized returns a copy of m made for its present size.
+func resized[V any](m map[string]V) map[string]V {
+	r := make(map[string]V, len(m))
+	maps.Copy(r, m)
+	return r
 }
 
 // makeRoom frees a place in the full shard sh, reporting whether it could:
@@ -518,41 +521,43 @@ func (s *memoryStore) makeRoom(sh *shard, now int64) bool {
 	if !s.evict || sh.n == 0 {
 		return false
 	}
-	victim, policy, key := sh.leastRecent()
+	victim, g, i, key := sh.leastRecent()
 	victim.mu.Lock()
-	sh.forget(policy, key, victim, max(now, victim.seen))
+	sh.forget(g, i, key, victim, max(now, victim.seen))
 	victim.mu.Unlock()
 	s.evicted.Add(1)
 	return true
 }
 
 // leastRecent returns the least recently decided of a sample of the
-// entries of sh, with its policy's number and key: an equal share of
-// evictSample entries, rounded up, from each of its maps, so that the
-// entries of every policy are sampled, not those of the first map alone.
+// entries of sh, with its group, its policy's index and its key: an equal
+// share of evictSample entries, rounded up, from each of its maps, so that
+// the entries of every policy are sampled, not those of one map alone.
 // The caller holds sh.mu, and sh holds an entry.
-func (sh *shard) leastRecent() (victim *entry, policy int, key string) {
-	maps := 0
-	for _, m := range sh.m {
-		if len(m) > 0 {
-			maps++
+func (sh *shard) leastRecent() (victim *entry, g *group, i int, key string) {
+	filled := 0
+	for _, g := range sh.sets {
+		for _, m := range g.m {
+			filled += min(len(m), 1)
 		}
 	}
-	share, oldest := (evictSample+maps-1)/maps, int64(math.MaxInt64)
-	for n, m := range sh.m {
-		left := share
-		for k, e := range m {
-			e.mu.Lock()
-			if e.seen < oldest {
-				victim, policy, key, oldest = e, n, k, e.seen
-			}
-			e.mu.Unlock()
-			if left--; left == 0 {
-				break
+	share, oldest := (evictSample+filled-1)/filled, int64(math.MaxInt64)
+	for _, gr := range sh.sets {
+		for n, m := range gr.m {
+			left := share
+			for k, e := range m {
+				e.mu.Lock()
+				if e.seen < oldest {
+					victim, g, i, key, oldest = e, gr, n, k, e.seen
+				}
+				e.mu.Unlock()
+				if left--; left == 0 {
+					break
+				}
 			}
 		}
 	}
-	return victim, policy, key
+	return victim, g, i, key
 }
 
 // sweepLoop sweeps every shard once per sweepInterval, until Close.
@@ -593,55 +598,4 @@ func (s *memoryStore) Close() error {
 	s.stop()
 	s.sweeping.Wait()
 	return nil
-}
-
-// catalog numbers the policies of the sets a store is given, so that a
-// shard keeps each policy's entries in a map of its own. Sets of one ID
-// share numbers, and so counts; the catalog grows with the IDs, which
-// name quotas whatever their limits, not with the sets, and never forgets
-// one, since an entry may be under it: it numbers at most maxCataloged
-// policies, and those of a set beyond them are unnumbered.
-type catalog struct {
-	mu       sync.Mutex
-	byID     map[string][]int // set ID -> the number of each of its policies
-	policies []*Policy        // by number: the policy of the first set of its ID
-}
-
-// numbering is the numbers a catalog gave the policies of a set.
-type numbering struct {
-	by *catalog
-	ns []int
-}
-
-// numbers returns the number of each policy of ps: unnumbered, all of
-// them, if ps's ID is new and the catalog has no room for its policies.
-func (c *catalog) numbers(ps *policySet) []int {
-	if n := ps.numbered.Load(); n != nil && n.by == c {
-		return n.ns
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ns, ok := c.byID[ps.id]
-	switch {
-	case !ok && len(c.policies)+len(ps.policies) > maxCataloged:
-		// Not kept in byID, which stays bounded too.
-		ns = slices.Repeat([]int{unnumbered}, len(ps.policies))
-	case !ok:
-		for i := range ps.policies {
-			ns = append(ns, len(c.policies))
-			c.policies = append(c.policies, &ps.policies[i])
-		}
-		c.byID[ps.id] = ns
-	}
-	ps.numbered.CompareAndSwap(nil, &numbering{c, ns})
-	return ns
-}
-
-// all returns the policies by number: those of every entry made before
-// the call (the slice only grows). A policy's limit may be another set's
-// of the same ID, its window and algorithm not.
-func (c *catalog) all() []*Policy {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.policies
 }

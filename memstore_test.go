@@ -65,7 +65,10 @@ func msEntry(s *memoryStore, key string, set PolicySet, i int) *entry {
 	sh := s.shardOf(key)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	return sh.get(s.catalog.numbers(set.p)[i], key)
+	if g := sh.sets[set.ID()]; g != nil {
+		return g.m[i][key]
+	}
+	return nil
 }
 
 // msLog returns the log of key under the first policy of set (a sliding
@@ -282,7 +285,7 @@ func TestNewEntriesPutTheSweepOffUntilTheyCanBeIdle(t *testing.T) {
 			sh.mu.RLock()
 			defer sh.mu.RUnlock()
 			assert.Equal(t, clk.Now().Add(tt.quiet).UnixNano(), sh.sweepAt, "the shard's next sweep")
-			assert.Equal(t, minSweepLen, sh.sweepLen, "the shard holds %d entries and was never swept", len(sh.m))
+			assert.Equal(t, minSweepLen, sh.sweepLen, "the shard holds %d entries and was never swept", sh.n)
 		})
 	}
 }
@@ -789,7 +792,7 @@ func TestStoreKeepsNoLargerString(t *testing.T) {
 	sh := s.shardOf(big[:10])
 	start := uintptr(unsafe.Pointer(unsafe.StringData(big)))
 	found := 0
-	for key := range sh.m[s.catalog.numbers(p.p)[0]] {
+	for key := range sh.sets[p.ID()].m[0] {
 		found++
 		assert.Equal(t, big[:10], key, "the entry's key")
 		k := uintptr(unsafe.Pointer(unsafe.StringData(key)))
@@ -952,11 +955,14 @@ func msDelete(s *memoryStore, key string, set PolicySet) {
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	n := s.catalog.numbers(set.p)[0]
-	if e := sh.get(n, key); e != nil {
+	if g := sh.sets[set.ID()]; g != nil && g.m[0][key] != nil {
+		e := g.m[0][key]
 		e.mu.Lock()
 		e.seen = dropped
-		delete(sh.m[n], key)
+		delete(g.m[0], key)
+		if g.n--; g.n == 0 {
+			delete(sh.sets, set.ID())
+		}
 		sh.n--
 		e.mu.Unlock()
 	}

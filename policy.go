@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -264,10 +263,6 @@ type policySet struct {
 	algos    []algorithm
 	id       string
 	maxCost  int // the least limit: no greater cost can fit
-	// numbered is the numbers the first memory store to see the set gave
-	// its policies (see catalog), so that a set used with one store, as
-	// most are, finds them without a lookup.
-	numbered atomic.Pointer[numbering]
 }
 
 // NewPolicySet returns the set of policies, or every reason they cannot
