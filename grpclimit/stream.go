@@ -52,9 +52,9 @@ func (s *serverStream) RecvMsg(m any) error {
 		s.refused, s.pending = st.Err(), md
 		return s.refused
 	}
-	if md := quotaMetadata(s.l, d); md != nil {
-		s.pending = md
-	}
+	// The latest standing, or none if the message was served without one
+	// (failed open): never an earlier message's, stale by this one.
+	s.pending = quotaMetadata(s.l, d)
 	return nil
 }
 

@@ -1,6 +1,8 @@
 package grpclimit_test
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -264,5 +266,57 @@ func TestStreamRefusedMessageNotDelivered(t *testing.T) {
 	}
 	if m := <-got; m != "" {
 		t.Errorf("the handler was handed the refused message %q, want nothing", m)
+	}
+}
+
+// flakyStore decides through its memory store the first ok calls, and
+// fails every one after them.
+type flakyStore struct {
+	ratelimit.Store
+	ok    int
+	calls atomic.Int32
+}
+
+func (s *flakyStore) Take(ctx context.Context, key string, set ratelimit.PolicySet, cost int) (ratelimit.Result, error) {
+	if int(s.calls.Add(1)) > s.ok {
+		return ratelimit.Result{}, errors.New("store down")
+	}
+	return s.Store.Take(ctx, key, set, cost)
+}
+
+// TestStreamTrailerHasNoStaleStanding: under CountMessages, a message
+// served without a standing (the store failed and the limiter fails
+// open) leaves none in the trailer, not the previous message's, which the
+// client would take for its standing after the last message.
+func TestStreamTrailerHasNoStaleStanding(t *testing.T) {
+	mem, err := ratelimit.NewMemoryStore(ratelimit.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	l := newLimiter(t, 5, time.Minute, ratelimit.KeyByHeader("X-API-Key"),
+		ratelimit.WithStore(&flakyStore{Store: mem, ok: 1}), ratelimit.WithFailOpen())
+	cc := server{l: l, streamOpts: []grpclimit.StreamOption{grpclimit.CountMessages()}, echo: &echoServer{
+		chat: func(s grpc.ServerStream) error {
+			for range 2 { // the first decided by the store, the second failed open
+				if err := s.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+					return err
+				}
+			}
+			return nil // without sending: what is pending goes in the trailer
+		},
+	}}.serveBufconn(t)
+
+	cs := chat(t, cc, "alice")
+	for range 2 {
+		if err := cs.SendMsg(wrapperspb.String("m")); err != nil {
+			t.Fatalf("SendMsg: %v", err)
+		}
+	}
+	if err := cs.RecvMsg(new(wrapperspb.StringValue)); err != io.EOF {
+		t.Fatalf("end of stream: %v, want io.EOF", err)
+	}
+	if got := cs.Trailer().Get("ratelimit"); got != nil {
+		t.Errorf("trailer ratelimit %q after a message served open, want none", got)
 	}
 }
