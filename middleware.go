@@ -86,7 +86,8 @@ type countingWriter struct {
 }
 
 func (w *countingWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 { // 1xx are not final
+	// 1xx are not final, but for 101, as net/http sends them.
+	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

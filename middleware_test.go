@@ -1027,6 +1027,36 @@ func TestCountIfPanicStaysCounted(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, get(h, "192.0.2.1:1", "X-User", "alice").Code, "after 3 requests whose handler panicked")
 }
 
+// keep sees the status a handler sent: 101 Switching Protocols is a final
+// status, as net/http sends it, though no hijack follows; the other 1xx
+// are not, and the status after them is the one seen.
+func TestCountIfSeesTheFinalStatus(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		codes []int
+		want  int
+	}{
+		{"101 alone", []int{http.StatusSwitchingProtocols}, http.StatusSwitchingProtocols},
+		{"103 then 204", []int{http.StatusEarlyHints, http.StatusNoContent}, http.StatusNoContent},
+		{"103 alone", []int{http.StatusEarlyHints}, http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var seen []int
+			l := newLimiter(t, 3, time.Minute, ratelimit.KeyByHeader("X-User"), ratelimit.WithCountIf(func(_ *http.Request, status int) bool {
+				seen = append(seen, status)
+				return true
+			}))
+			h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				for _, c := range tt.codes {
+					w.WriteHeader(c)
+				}
+			}))
+			get(h, "192.0.2.1:1", "X-User", "alice")
+			assert.Equal(t, []int{tt.want}, seen, "statuses keep saw")
+		})
+	}
+}
+
 // A handler under WithCountIf that resets its client and answers 200, as
 // the login example does on a successful login, has its own request taken
 // back after the Reset. The refund must not reach what the Reset made
