@@ -62,9 +62,16 @@ run floor.txt -bench '^BenchmarkMemoryFloor$' -benchtime "$MEMKEYS"
 echo "bench.sh: go -C examples run ./loadgen -self -flood -plain -duration 20s" >&2
 (cd "$root" && go -C examples run ./loadgen -self -flood -plain -duration 20s) > "$out/flood.txt" 2>&1 || failed=1
 echo "bench.sh: redisstore: TestRefusalCacheFlood, BenchmarkRefused" >&2
-(cd "$root/redisstore" &&
+redis=${REDIS_ADDR:-127.0.0.1:6379}
+if ! (exec 3<>"/dev/tcp/${redis%:*}/${redis##*:}") 2>/dev/null; then
+	echo "(no Redis answered at $redis: skipped)" > "$out/redis.txt"
+elif ! (cd "$root/redisstore" &&
 	go test -count=1 -run '^TestRefusalCacheFlood$' -v . &&
-	go test -run '^$' -bench '^BenchmarkRefused$' -benchtime 2000x -count "$COUNT" .) > "$out/redis.txt" 2>&1 || echo "(Redis unavailable: skipped)" >> "$out/redis.txt"
+	go test -run '^$' -bench '^BenchmarkRefused$' -benchtime 2000x -count "$COUNT" .) > "$out/redis.txt" 2>&1; then
+	echo "(FAILED: see bench.sh's output)" >> "$out/redis.txt"
+	cat "$out/redis.txt" >&2
+	failed=1
+fi
 
 # The fleet proof: 4 processes on a redis-server of its own, beside
 # redis_rate (see benchmarks/fleet_test.go), about two minutes.
@@ -112,17 +119,21 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	echo
 	echo "## Memory per key after ${MEMKEYS%x} keys (B/key; peers that store the key)"
 	echo
+	echo "One run, not medians: bytes per key barely vary between runs."
+	echo
 	ratios -unit B/key -libs ulule,sethvargo,throttled < "$out/memory.txt"
 	echo
 	echo "httprate keeps an xxh3 hash per key, not the key, and is not in the ratio."
 	echo
 	echo "## Memory floor (B/key after ${MEMKEYS%x} keys)"
 	echo
+	echo "One run, as above."
+	echo
 	echo "What a key costs in layouts stripped to their bones: a Go map from the key"
 	echo "to a pointer, and what it points at (see \`floor_test.go\`). \`int64\` is"
 	echo "throttled's layout; \`mutex+instant+log\` is the least an exact log with a"
 	echo "lock per key can be; \`ratelimit\` is the memory store's layout, a map per"
-	echo "policy keyed by the key to a 48-byte entry."
+	echo "set and policy keyed by the key to a 48-byte entry."
 	echo
 	echo "| key | layout | B/key |"
 	echo "|---|---|---:|"
@@ -157,7 +168,7 @@ stat() { "$benchstat" -col /peer "$@" | grep -v '^\(goos\|goarch\|pkg\|cpu\):'; 
 	echo "\`-benchtime 2000x -count $COUNT\`), against the Redis at \`\${REDIS_ADDR:-127.0.0.1:6379}\`:"
 	echo
 	echo '```'
-	grep -E 'script calls|^Benchmark|skipped' "$out/redis.txt"
+	grep -E 'script calls|^Benchmark|skipped|FAILED' "$out/redis.txt"
 	echo '```'
 	echo
 	if [[ -s $out/fleet.md ]]; then
