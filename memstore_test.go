@@ -357,7 +357,7 @@ func TestKeysGoIdleByTheirOwnWindows(t *testing.T) {
 
 // Sets of different windows first used at once never make the store
 // forget a count early: what an entry may be dropped by comes from its own
-// policy, which the catalog gives it with its name.
+// policy, which its group's set gives it by its set's ID.
 func TestFirstUsesOfWindowsAtOnce(t *testing.T) {
 	long := msSet(t, Policy{Name: "p", Limit: 1, Window: time.Hour})
 	shorts := make([]PolicySet, 8)
