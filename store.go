@@ -48,9 +48,11 @@ import (
 // they fell in, and GCRA gives back what of their share of the bucket has
 // not refilled since at. A refund never reaches counts that came after a
 // Reset or after the store forgot the key: requests counted at or before
-// a Reset are never taken back from what the key counts after it (a
-// refund of requests counted at the very instant of a Reset may be
-// ignored). Refunding requests that have left the window changes nothing.
+// a Reset are never taken back from what the key counts after it. A
+// refund of requests counted at the very instant the store forgot counts,
+// by a Reset of this key or of another, or otherwise, may be ignored: they
+// stay counted. Refunding requests that have left the window changes
+// nothing.
 //
 // Take, Peek and Refund return an error, having changed nothing, for an
 // empty set and for a cost CheckCost refuses. If ctx is done first, every

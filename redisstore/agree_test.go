@@ -36,10 +36,6 @@ import (
 // counts (sameResult; only the window counter's waits have fractions of
 // one here), and a refund of requests counted after a Reset at its very
 // instant is left out (see resetAt in runAgreement).
-//
-// The first version of this test found the memory store ignoring a
-// refund at the instant of a Reset of another set of the key
-// (TestRefundAtTheInstantOfAResetElsewhere in the root module).
 func TestAgreesWithMemoryStore(t *testing.T) {
 	c := sharedClient(t)
 	for _, cache := range []bool{true, false} {
@@ -158,24 +154,24 @@ func runAgreement(t *testing.T, c *redis.Client, seed uint64, cache bool, ops in
 		set  int
 		cost int
 		at   time.Time
-		// afterReset: the key was Reset under the set at the same
-		// instant, before this admission.
+		// afterReset: a key was Reset under a set at the same instant,
+		// before this admission.
 		afterReset bool
 	}
 	var allowed []admitted
-	// resetAt holds the instants at which each key was Reset under each
-	// set. Store's documentation lets a store ignore "a refund of
-	// requests counted at the very instant of a Reset": this store
-	// ignores those it counted after the Reset too (its marker says
-	// "counted at or before"), since it cannot tell them apart from those
-	// it counted before it, where the memory store may take them back. Such a
-	// refund is left out, the one difference the documentation allows; a
-	// refund of requests counted at that instant before the Reset, which
-	// both must ignore, is not.
-	resetAt := map[string]bool{}
-	instant := func(key string, set int, at time.Time) string {
-		return fmt.Sprintf("%s/%d/%d", key, set, at.UnixNano())
-	}
+	// resetAt holds the instants at which a key was Reset under a set.
+	// Store's documentation lets a store ignore a refund of requests
+	// counted at the very instant it forgot counts, by a Reset of this key
+	// and set or of another: this store ignores those it counted after a
+	// Reset of the key and set (its marker says "counted at or before"),
+	// since it cannot tell them apart from those it counted before it, and
+	// the memory store those a key's new entries counted at the instant
+	// its shard forgot others' (a shard tells forgotten entries apart by
+	// the instants they were decided at). Such a refund is left out, the
+	// one difference the documentation allows; a refund of requests
+	// counted at that instant before the Reset, which both must ignore, is
+	// not.
+	resetAt := map[int64]bool{}
 	var st agreeStats
 	var trail []string // the operations so far, for the failure message
 	key, si := keys[0], 0
@@ -234,7 +230,7 @@ func runAgreement(t *testing.T, c *redis.Client, seed uint64, cache bool, ops in
 			st.takes++
 			if got.Allowed {
 				st.allowed++
-				allowed = append(allowed, admitted{key, si, cost, got.At, resetAt[instant(key, si, got.At)]})
+				allowed = append(allowed, admitted{key, si, cost, got.At, resetAt[got.At.UnixNano()]})
 			} else {
 				st.refused++
 			}
@@ -275,7 +271,7 @@ func runAgreement(t *testing.T, c *redis.Client, seed uint64, cache bool, ops in
 			gerr := rs.Reset(ctx, key, set)
 			werr := ms.Reset(ctx, key, set)
 			trail = append(trail, fmt.Sprintf("%s Reset", head))
-			resetAt[instant(key, si, now)] = true
+			resetAt[now.UnixNano()] = true
 			if gerr != nil || werr != nil {
 				fail("Reset: error %v, the memory store's %v", gerr, werr)
 			}
