@@ -60,20 +60,10 @@ func TestAgreesWithMemoryStore(t *testing.T) {
 }
 
 // agreeSeeds runs of agreeOps operations each, per variant: 16,000
-// operations in all, each on both stores.
+// operations in all, each on both stores. It is a seeded test, not a fuzz
+// target: the corpus would be seeds, and each input costs Redis hundreds of
+// calls. 300 seeds (about 40 s) agreed when it was written.
 const agreeSeeds, agreeOps = 8, 1000
-
-// FuzzAgreesWithMemoryStore is TestAgreesWithMemoryStore for one seed
-// and variant at a time, shorter.
-func FuzzAgreesWithMemoryStore(f *testing.F) {
-	c := sharedClient(f)
-	for seed := range uint64(3) {
-		f.Add(100+seed, seed%2 == 0)
-	}
-	f.Fuzz(func(t *testing.T, seed uint64, cache bool) {
-		runAgreement(t, c, seed, cache, 250)
-	})
-}
 
 // agreeStats counts what a run did.
 type agreeStats struct {
