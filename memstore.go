@@ -155,7 +155,8 @@ func newMemoryStore(c MemoryConfig) *memoryStore {
 		n /= 2 // so that per-shard bounds stay usable
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &memoryStore{shards: make([]shard, n), seed: maphash.MakeSeed(), clock: c.Clock, base: time.Now(), evict: c.EvictLeastRecent, stop: stop}
+	s := &memoryStore{shards: make([]shard, n), seed: maphash.MakeSeed(), clock: c.Clock, base: time.Now(),
+		evict: c.EvictLeastRecent, stop: stop}
 	s.epoch = s.base.UnixNano()
 	if c.MaxKeys > 0 {
 		s.perShard = max(1, c.MaxKeys/n)
