@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/slidelog/ratelimit/internal/fakeclock"
 )
 
 // These benchmarks measure ratelimit alone, through its exported API;
@@ -187,6 +189,41 @@ func BenchmarkNewKey(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkFullStoreChurn is a new key at a store bounded by MaxKeys and
+// full, as under a flood of new keys: 1.2 times MaxKeys keys a window,
+// so that a key goes idle about as each new one arrives, and a full shard
+// keeps having to make room. It reports the share of new keys refused.
+func BenchmarkFullStoreChurn(b *testing.B) {
+	for _, maxKeys := range []int{100_000, 1_000_000} {
+		b.Run("MaxKeys="+strconv.Itoa(maxKeys), func(b *testing.B) {
+			clk := fakeclock.New()
+			s := msStore(b, MemoryConfig{MaxKeys: maxKeys, Clock: clk.Now})
+			set := msSet(b, Policy{Name: "p", Limit: 5, Window: time.Second})
+			perWindow := maxKeys * 12 / 10
+			step := time.Second / time.Duration(perWindow)
+			ks := msBenchKeyList("churn", 2*perWindow+b.N)
+			ctx := context.Background()
+			take := func(k string) error {
+				clk.Advance(step)
+				_, err := s.Take(ctx, k, set, 1)
+				return err
+			}
+			for _, k := range ks[:2*perWindow] { // full, then a window of churn
+				take(k)
+			}
+			refused := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for _, k := range ks[2*perWindow:] {
+				if err := take(k); err != nil {
+					refused++
+				}
+			}
+			b.ReportMetric(float64(refused)/float64(b.N), "refused/op")
+		})
+	}
 }
 
 // msHeapBytes returns the live heap after a full GC.

@@ -23,7 +23,12 @@ type MemoryConfig struct {
 	// one; otherwise the Take fails with an error (503 from the
 	// middleware), so that a flood of new keys cannot reset anyone's
 	// count. The bound is kept per shard, so the store may refuse a
-	// little before MaxKeys states in all, never after.
+	// little before MaxKeys states in all, never after. Under a stream of
+	// new keys a full shard looks for idle states once it has been asked
+	// for a 32nd as many new keys as it holds since it last looked, or a
+	// second later, so that sweeping costs a new key at most 32 state
+	// visits, amortized: in between, a state gone idle may wait to be
+	// dropped, and a new key be refused (or evict another) in its place.
 	MaxKeys int
 	// EvictLeastRecent makes a full store drop the least recently active
 	// state it samples instead of refusing the new key: new keys are
@@ -101,6 +106,10 @@ type shard struct {
 	// unless none can be idle yet: none is before sweepAt.
 	sweepLen int
 	sweepAt  int64
+	// swept is when the shard was last swept, and asked how many new
+	// keys it has been asked to hold since (see makeRoom).
+	swept int64
+	asked int
 }
 
 // A group holds the entries of a shard's keys under the sets of one ID, a
@@ -147,6 +156,12 @@ const (
 	evictSample = 8
 	// sweepInterval is how often the background sweep runs.
 	sweepInterval = time.Minute
+	// sweepGap is how long a full shard waits after a sweep before it
+	// sweeps again for room, unless it has been asked to hold enough new
+	// keys since to pay for it at sweepVisits entry visits each (see
+	// makeRoom).
+	sweepGap    = time.Second
+	sweepVisits = 32
 )
 
 func newMemoryStore(c MemoryConfig) *memoryStore {
@@ -162,7 +177,7 @@ func newMemoryStore(c MemoryConfig) *memoryStore {
 		s.perShard = max(1, c.MaxKeys/n)
 	}
 	for i := range s.shards {
-		s.shards[i] = shard{sets: make(map[string]*group), dropped: minInstant, counted: minInstant, sweepLen: minSweepLen, sweepAt: math.MaxInt64}
+		s.shards[i] = shard{sets: make(map[string]*group), dropped: minInstant, counted: minInstant, sweepLen: minSweepLen, sweepAt: math.MaxInt64, swept: minInstant}
 	}
 	s.sweeping.Go(func() { s.sweepLoop(ctx) })
 	return s
@@ -381,6 +396,7 @@ func (s *memoryStore) insert(sh *shard, ps *policySet, key string, es []*entry, 
 		s.rejected.Add(1)
 		return errStoreFull
 	}
+	sh.asked++
 	if sh.n >= sh.sweepLen && read >= sh.sweepAt {
 		s.sweep(sh, read)
 	}
@@ -489,6 +505,7 @@ func (s *memoryStore) sweep(sh *shard, now int64) {
 	}
 	sh.sweepLen = max(2*sh.n, minSweepLen)
 	sh.sweepAt = next
+	sh.swept, sh.asked = now, 0
 	if sh.peak >= 64 && sh.n <= sh.peak/4 {
 		// Go maps keep the memory of their peak: give a shrunken shard
 		// maps of their present size (maps.Clone may keep the capacity).
@@ -513,8 +530,17 @@ func resized[V any](m map[string]V) map[string]V {
 // the idle entries, if any can be idle yet (see sweep), else, when the
 // store evicts, the least recently decided of a sample. The caller holds
 // sh.mu.
+//
+// As a full store churns, a sweep may free only the entry that went idle
+// since the last: so that a flood of new keys cannot make each of them
+// cost a sweep of the shard, the shard sweeps for room once sweepGap has
+// passed since it last swept, or sooner once it has been asked to hold
+// enough new keys to pay for the sweep at sweepVisits entry visits each.
+// Until then an idle entry may wait for its sweep, and a new key is
+// refused or evicts another.
 func (s *memoryStore) makeRoom(sh *shard, now int64) bool {
-	if n := sh.n; now >= sh.sweepAt {
+	paid := sweepVisits*(sh.asked+1) >= sh.n || now >= sh.swept+int64(sweepGap)
+	if n := sh.n; paid && now >= sh.sweepAt {
 		if s.sweep(sh, now); sh.n < n {
 			return true
 		}

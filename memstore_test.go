@@ -630,6 +630,62 @@ func TestMaxKeysFindsTheKeyARefundLeftIdle(t *testing.T) {
 	}
 }
 
+// msShardKeys returns n keys of one shard of s, named after prefix.
+func msShardKeys(s *memoryStore, prefix string, n int) []string {
+	var ks []string
+	want := s.shardOf(prefix + "0")
+	for i := 0; len(ks) < n; i++ {
+		if k := prefix + strconv.Itoa(i); s.shardOf(k) == want {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// A full shard sweeps for room at most once per sweepGap unless it has
+// been asked to hold enough new keys to pay for it, so that a flood of new keys at a
+// full store, its keys going idle one by one as it churns, costs each new
+// key a few entry visits and not a sweep of the shard.
+func TestAFullShardSweepsForRoomWithinABudget(t *testing.T) {
+	const per = 256
+	clk := fakeclock.New()
+	s := msStore(t, MemoryConfig{MaxKeys: per * maxShards, Clock: clk.Now})
+	require.Equal(t, per, s.perShard)
+	p := msSet(t, Policy{Name: "p", Limit: 5, Window: time.Second})
+	ks := msShardKeys(s, "k", 2*per)
+	live, fresh := ks[:per], ks[per:]
+	for _, k := range live { // live[i] goes idle at i ms past a second
+		msTake(t, s, k, p)
+		clk.Advance(time.Millisecond)
+	}
+	clk.Advance(time.Second - per*time.Millisecond + time.Microsecond)
+	ctx := context.Background()
+	_, err := s.Take(ctx, fresh[0], p, 1)
+	require.NoError(t, err, "the first new key at a full shard, live[0] idle: the shard sweeps")
+	require.Nil(t, msEntry(s, live[0], p, 0), "live[0], idle, swept")
+
+	clk.Advance(time.Millisecond) // live[1] is idle too
+	// At sweepVisits entry visits each, per/sweepVisits new keys pay for
+	// the next sweep, the one that asks included.
+	asks := per/sweepVisits - 1
+	for i := 1; i < asks; i++ {
+		_, err := s.Take(ctx, fresh[i], p, 1)
+		require.ErrorIs(t, err, errStoreFull, "ask %d for room within the budget", i)
+	}
+	require.NotNil(t, msEntry(s, live[1], p, 0), "live[1], idle, waits for the sweep")
+	_, err = s.Take(ctx, fresh[asks], p, 1)
+	require.NoError(t, err, "ask %d for room pays for a sweep", asks)
+	require.Nil(t, msEntry(s, live[1], p, 0), "live[1], idle, swept")
+
+	clk.Advance(time.Millisecond) // live[2] is idle too
+	_, err = s.Take(ctx, fresh[asks+1], p, 1)
+	require.ErrorIs(t, err, errStoreFull, "a new key a millisecond after a sweep")
+	clk.Advance(sweepGap)
+	_, err = s.Take(ctx, fresh[asks+2], p, 1)
+	require.NoError(t, err, "a new key sweepGap after a sweep")
+	assert.Equal(t, uint64(asks), s.Stats().Rejected, "new keys refused")
+}
+
 func TestCloseStopsTheSweepAndIsIdempotent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, err := NewMemoryStore(MemoryConfig{})
