@@ -82,12 +82,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var rep report
 		resp, now, err := send(base, s, r, &rep, refusal)
 		if err != nil {
-			if refusal != nil {
+			// A zero now: the retry was not sent, and its refusal is
+			// still open (send closes it when the retry goes).
+			if refusal != nil && now.IsZero() {
 				// The retry's wait reached its deadline, or answers that
-				// came since it was decided pushed the wait past it: it
-				// is not sent, and the refusal it would have replaced is
-				// the answer. (A zero now: the retry was not sent.)
-				if now.IsZero() && errors.Is(err, context.DeadlineExceeded) {
+				// came since it was decided pushed the wait past it: the
+				// refusal it would have replaced is the answer.
+				if errors.Is(err, context.DeadlineExceeded) {
 					return refusal, nil
 				}
 				closeBody(refusal)

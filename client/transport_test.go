@@ -334,7 +334,7 @@ func TestWaitAndDeadline(t *testing.T) {
 					assert.ErrorIs(t, err, tt.wantErr)
 					assert.Nil(t, resp, "response")
 					assert.Equal(t, 1, srv.total(), "requests the server saw")
-					assert.True(t, body.closed.Load(), "the request's body closed, as RoundTrip must")
+					assert.EqualValues(t, 1, body.closes.Load(), "times the request's body was closed, as RoundTrip must")
 					return
 				}
 				require.NoError(t, err)
@@ -586,14 +586,14 @@ func TestRetryNotPastDeadline(t *testing.T) {
 	})
 }
 
-// trackedBody notes whether it was closed.
+// trackedBody counts the times it is closed.
 type trackedBody struct {
 	io.Reader
-	closed atomic.Bool
+	closes atomic.Int32
 }
 
 func (b *trackedBody) Close() error {
-	b.closed.Store(true)
+	b.closes.Add(1)
 	return nil
 }
 
@@ -630,10 +630,26 @@ func TestRetryClosesRefusals(t *testing.T) {
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "status")
 		require.Len(t, base.all, 3, "responses")
 		for i, b := range base.all[:2] {
-			assert.True(t, b.closed.Load(), "refusal %d's body closed", i)
+			assert.EqualValues(t, 1, b.closes.Load(), "times refusal %d's body was closed", i)
 		}
-		assert.False(t, base.all[2].closed.Load(), "the returned response's body closed")
+		assert.Zero(t, base.all[2].closes.Load(), "times the returned response's body was closed")
 		resp.Body.Close()
+	})
+}
+
+// TestRetryFailingClosesTheRefusalOnce has the retry of a refusal fail in
+// Base: the refusal's body, closed when the retry went, must not be
+// closed again (io.Closer leaves a second Close undefined).
+func TestRetryFailingClosesTheRefusalOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &refusing{refusals: 1, status: 429, retryAfter: delaySeconds(1)}
+		base := &bodies{next: &failing{next: inMemory{h: srv}, errs: []error{nil, errors.New("connection reset")}}}
+		tr := &client.Transport{Base: base, MaxRetries: 1}
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+		require.Error(t, err, "the retry's error")
+		assert.Nil(t, resp, "the response")
+		require.Len(t, base.all, 1, "responses")
+		assert.EqualValues(t, 1, base.all[0].closes.Load(), "times the refusal's body was closed")
 	})
 }
 
