@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 
@@ -30,7 +31,7 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 		// Engine.HandleContext runs the router again on c, with c.Request
 		// as the handler left it: a request l passed on was decided, and
 		// its headers written, when gin first ran this middleware for it.
-		if x, ok := c.Request.Context().Value(key).(*exchange); ok && x.c == c {
+		if x, ok := c.Request.Context().Value(key).(*exchange); ok && x.c == c && !x.done.Load() {
 			x.run()
 			return
 		}
@@ -40,7 +41,7 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 		// Its response done, the request is no longer under way: served
 		// again (a replay of a request a handler kept), on a gin context
 		// the pool may give back as c, it is decided again.
-		x.c = nil
+		x.done.Store(true)
 		if !x.served {
 			c.Abort()
 		}
@@ -64,8 +65,12 @@ type passedKey struct{ l *ratelimit.Limiter }
 // dispatch of the same request again needs to run the chain as next did.
 type exchange struct {
 	gin.ResponseWriter
-	c      *gin.Context // nil once Middleware has returned
-	key    passedKey
+	c   *gin.Context
+	key passedKey
+	// done is set once Middleware has returned. It is atomic because a
+	// handler may serve a request of its own, with its request's context
+	// and so this exchange, on another goroutine while this one finishes.
+	done   atomic.Bool
 	served bool
 	// watched is the writer l.Handler gave next under WithCountIf, which
 	// notes the status and any hijack for keep; nil otherwise.

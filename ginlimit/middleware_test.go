@@ -741,6 +741,36 @@ func TestEngineServedAgainDecidesAgain(t *testing.T) {
 	assert.Equal(t, 0, remaining(t, l), "remaining after a batch of two")
 }
 
+// TestServedInBackgroundDecides: a handler that has an engine serve a
+// request of its own on another goroutine, with the values of its
+// request's context (context.WithoutCancel), has it decided while its own
+// response finishes, without a data race on the mark of the exchange.
+// The request goes to a second engine under the same limiter, so that no
+// gin context from the first one's pool orders the two goroutines and
+// the race detector sees the race whichever runs first.
+func TestServedInBackgroundDecides(t *testing.T) {
+	l := newLimiter(t, 3, ratelimit.KeyByIP(), frozen())
+	internal := gin.New()
+	internal.Use(ginlimit.Middleware(l))
+	internal.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, "hello\n") })
+	inner := make(chan int, 1)
+	r := gin.New()
+	r.Use(ginlimit.Middleware(l))
+	r.GET("/warm", func(c *gin.Context) {
+		ctx := context.WithoutCancel(c.Request.Context())
+		go func() {
+			req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/hello", nil)
+			inner <- serve(internal, req).Code
+		}()
+		c.String(http.StatusAccepted, "warming\n")
+	})
+
+	w := serve(r, httptest.NewRequest(http.MethodGet, "/warm", nil))
+	assert.Equal(t, http.StatusAccepted, w.Code, "status")
+	assert.Equal(t, http.StatusOK, <-inner, "the status of the request served in the background")
+	assert.Equal(t, 1, remaining(t, l), "remaining after a request and the one it served")
+}
+
 // TestUploadTempFilesRemoved: the server removes the temporary files of
 // a multipart form a handler parsed, after the answer, as it does
 // without the limiter: it removes those of the request it gave the
