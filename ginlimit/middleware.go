@@ -37,11 +37,12 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 		}
 		req := c.Request
 		x := &exchange{ResponseWriter: c.Writer, c: c, key: key}
-		h.ServeHTTP(x, req)
 		// Its response done, the request is no longer under way: served
 		// again (a replay of a request a handler kept), on a gin context
-		// the pool may give back as c, it is decided again.
-		x.done.Store(true)
+		// the pool may give back as c, it is decided again. Deferred, for
+		// a handler's panic that gin's Recovery answers ends it too.
+		defer x.done.Store(true)
+		h.ServeHTTP(x, req)
 		if !x.served {
 			c.Abort()
 		}

@@ -650,6 +650,31 @@ func TestReplayedRequestIsDecidedAgain(t *testing.T) {
 	}
 }
 
+// TestReplayAfterPanicIsDecidedAgain: a handler that panics, recovered
+// by gin's Recovery before the limiter, still ends its request's
+// exchange: a replay of the request it kept, on the gin context the pool
+// gives back, is decided again, not passed uncounted.
+func TestReplayAfterPanicIsDecidedAgain(t *testing.T) {
+	l := newLimiter(t, 1, ratelimit.KeyByIP(), frozen())
+	r := gin.New()
+	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) {
+		c.AbortWithStatus(http.StatusInternalServerError)
+	}), ginlimit.Middleware(l))
+	var kept *http.Request
+	r.GET("/", func(c *gin.Context) {
+		if kept == nil {
+			kept = c.Request
+			panic("the first request")
+		}
+		c.String(http.StatusOK, "hello\n")
+	})
+	require.Equal(t, http.StatusInternalServerError, serve(r, httptest.NewRequest(http.MethodGet, "/", nil)).Code, "the first request")
+	require.NotNil(t, kept)
+	for i := range 3 {
+		assert.Equal(t, http.StatusTooManyRequests, serve(r, kept).Code, "replay %d of the first request, over the limit of 1", i+1)
+	}
+}
+
 // TestHandleContextKeepsTheDecision: the handler a request is forwarded
 // to reads the one decision, and WithCountIf keeps the request counted by
 // the status that handler answers.
