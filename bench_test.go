@@ -226,6 +226,39 @@ func BenchmarkFullStoreChurn(b *testing.B) {
 	}
 }
 
+// BenchmarkFullStoreEvicts is a new key at a full store that evicts
+// (EvictLeastRecent), nothing in it idle, its keys under one set or spread
+// over 1,000 sets of windows of their own (WithLimits can give each client
+// one): an eviction samples a bounded number of entries however many sets
+// a shard holds.
+func BenchmarkFullStoreEvicts(b *testing.B) {
+	const maxKeys = 100_000
+	for _, n := range []int{1, 1000} {
+		b.Run("sets="+strconv.Itoa(n), func(b *testing.B) {
+			clk := fakeclock.New()
+			s := msStore(b, MemoryConfig{MaxKeys: maxKeys, EvictLeastRecent: true, Clock: clk.Now})
+			sets := make([]PolicySet, n)
+			for i := range sets {
+				w := time.Hour + time.Duration(i)*time.Millisecond
+				sets[i] = msSet(b, Policy{Name: "p", Limit: 5, Window: w})
+			}
+			ks := msBenchKeyList("evict", maxKeys+b.N)
+			ctx := context.Background()
+			for i, k := range ks[:maxKeys] {
+				msTake(b, s, k, sets[i%n])
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i, k := range ks[maxKeys:] {
+				clk.Advance(time.Microsecond)
+				if _, err := s.Take(ctx, k, sets[i%n], 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // msHeapBytes returns the live heap after a full GC.
 func msHeapBytes() int64 {
 	runtime.GC()

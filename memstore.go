@@ -559,29 +559,39 @@ func (s *memoryStore) makeRoom(sh *shard, now int64) bool {
 // leastRecent returns the least recently decided of a sample of the
 // entries of sh, with its group, its policy's index and its key: an equal
 // share of evictSample entries, rounded up, from each of its maps, so that
-// the entries of every policy are sampled, not those of one map alone.
-// The caller holds sh.mu, and sh holds an entry.
+// the entries of every policy are sampled, not those of one map alone; or,
+// when more than evictSample maps hold entries, one entry from each of
+// evictSample of them, so that a shard of many sets costs no more. The
+// caller holds sh.mu, and sh holds an entry.
 func (sh *shard) leastRecent() (victim *entry, g *group, i int, key string) {
-	filled := 0
+	filled := 0 // maps holding an entry, counted up to evictSample
 	for _, g := range sh.sets {
 		for _, m := range g.m {
 			filled += min(len(m), 1)
 		}
+		if filled >= evictSample {
+			break
+		}
 	}
-	share, oldest := (evictSample+filled-1)/filled, int64(math.MaxInt64)
+	share := (evictSample + filled - 1) / filled
+	left, oldest := max(evictSample, share*filled), int64(math.MaxInt64)
 	for _, gr := range sh.sets {
 		for n, m := range gr.m {
-			left := share
+			taken := 0
 			for k, e := range m {
+				if taken == share || left == 0 {
+					break
+				}
 				e.mu.Lock()
 				if e.seen < oldest {
 					victim, g, i, key, oldest = e, gr, n, k, e.seen
 				}
 				e.mu.Unlock()
-				if left--; left == 0 {
-					break
-				}
+				taken, left = taken+1, left-1
 			}
+		}
+		if left == 0 {
+			break
 		}
 	}
 	return victim, g, i, key

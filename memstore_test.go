@@ -577,6 +577,37 @@ func TestEvictLeastRecentSamplesEveryPolicy(t *testing.T) {
 	}
 }
 
+// An eviction samples evictSample of a shard's maps when more hold
+// entries, not every one, so that a shard of many sets (WithLimits can
+// give each client a window of its own) costs an eviction no more than a
+// shard of one: the oldest of 30 keys, each under a set of its own, is
+// not the victim every time, as it would be if all 30 were sampled.
+func TestEvictLeastRecentSamplesABoundedNumberOfSets(t *testing.T) {
+	const keys, rounds = 30, 40
+	sets := make([]PolicySet, keys+1)
+	for i := range sets {
+		sets[i] = msSet(t, Policy{Name: "p", Limit: 5, Window: time.Hour + time.Duration(i)*time.Millisecond})
+	}
+	oldestEvicted := 0
+	for range rounds {
+		clk := fakeclock.New()
+		s := msStore(t, MemoryConfig{MaxKeys: keys, EvictLeastRecent: true, Clock: clk.Now})
+		require.Len(t, s.shards, 1)
+		msTake(t, s, "oldest", sets[0])
+		clk.Advance(time.Minute)
+		for i := 1; i < keys; i++ {
+			msTake(t, s, "k"+strconv.Itoa(i), sets[i])
+		}
+		clk.Advance(time.Millisecond)
+		msTake(t, s, "new", sets[keys])
+		require.Equal(t, uint64(1), s.Stats().Evicted)
+		if msEntry(s, "oldest", sets[0], 0) == nil {
+			oldestEvicted++
+		}
+	}
+	assert.Less(t, oldestEvicted, rounds, "rounds in which the oldest of %d keys under sets of their own was evicted", keys)
+}
+
 // A full store that does not evict drops an idle key for a new one
 // whenever it holds one, even where a sample of its keys would miss it.
 func TestMaxKeysFindsTheIdleKey(t *testing.T) {
