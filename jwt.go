@@ -143,12 +143,26 @@ func KeyByJWTSubject(key any, config ...JWTConfig) Keyer {
 		if len(tok) > maxLen {
 			return "", invalid
 		}
-		var claims jwt.RegisteredClaims
-		if _, err := parser.ParseWithClaims(tok, &claims, keyfunc); err != nil || claims.Subject == "" {
+		sub, ok := verifiedSubject(parser, tok, keyfunc)
+		if !ok {
 			return "", invalid
 		}
-		return "sub:" + claims.Subject, nil
+		return "sub:" + sub, nil
 	})
+}
+
+// verifiedSubject returns the subject of tok, or false if tok fails
+// verification or has no subject. The claims are read into a map, not a
+// jwt.RegisteredClaims, since encoding/json matches struct fields
+// case-insensitively and claim names are case-sensitive (RFC 7519,
+// section 10.1.1): "Exp" must not pass for exp, nor "Sub" override sub.
+func verifiedSubject(parser *jwt.Parser, tok string, keyfunc jwt.Keyfunc) (string, bool) {
+	claims := jwt.MapClaims{}
+	if _, err := parser.ParseWithClaims(tok, claims, keyfunc); err != nil {
+		return "", false
+	}
+	sub, err := claims.GetSubject()
+	return sub, err == nil && sub != ""
 }
 
 // parser returns the parser of tokens that c accepts.

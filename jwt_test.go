@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -419,6 +420,55 @@ func BenchmarkKeyByJWTSubject(b *testing.B) {
 					bb.k.Key(r)
 				}
 			})
+		})
+	}
+}
+
+// keysSignPayload returns an HS256 token of payload, written by hand so
+// that its claims keep the order and case given, as any issuer's JSON
+// encoder may write them.
+func keysSignPayload(t testing.TB, key []byte, payload string) string {
+	t.Helper()
+	enc := base64.RawURLEncoding
+	signing := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(payload))
+	sig, err := jwt.SigningMethodHS256.Sign(signing, key)
+	require.NoError(t, err, "signing")
+	return signing + "." + enc.EncodeToString(sig)
+}
+
+// Claim names are case-sensitive (RFC 7519, section 10.1.1): "Exp" is
+// not exp, nor "Sub" sub, and neither may stand in for the claim or
+// override it.
+func TestKeyByJWTSubjectClaimNamesAreCaseSensitive(t *testing.T) {
+	k := keysJWT()
+	kr := ratelimit.KeyByJWTSubject(k.hmac, ratelimit.JWTConfig{Issuer: "https://issuer.example"})
+	past, future := time.Now().Add(-time.Hour).Unix(), time.Now().Add(time.Hour).Unix()
+	tests := []struct {
+		name    string
+		payload string
+		want    string // key, or "" for a 401 invalid_token
+	}{
+		{"exact names", fmt.Sprintf(`{"sub":"alice","iss":"https://issuer.example","exp":%d}`, future), "sub:alice"},
+		{"Exp does not stand in for exp", fmt.Sprintf(`{"sub":"alice","iss":"https://issuer.example","EXP":%d}`, future), ""},
+		{"Exp does not override a passed exp", fmt.Sprintf(`{"sub":"alice","iss":"https://issuer.example","exp":%d,"Exp":%d}`, past, future), ""},
+		{"Nbf does not override a future nbf", fmt.Sprintf(`{"sub":"alice","iss":"https://issuer.example","exp":%d,"nbf":%d,"Nbf":%d}`, future, future, past), ""},
+		{"Sub does not stand in for sub", fmt.Sprintf(`{"Sub":"mallory","iss":"https://issuer.example","exp":%d}`, future), ""},
+		{"Sub does not override sub", fmt.Sprintf(`{"sub":"alice","Sub":"mallory","iss":"https://issuer.example","exp":%d}`, future), "sub:alice"},
+		{"Iss does not stand in for iss", fmt.Sprintf(`{"sub":"alice","ISS":"https://issuer.example","exp":%d}`, future), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := kr.Key(keysBearer(keysSignPayload(t, k.hmac, tt.payload)))
+			if tt.want != "" {
+				require.NoError(t, err)
+				assert.Equal(t, tt.want, got)
+				return
+			}
+			assert.Empty(t, got, "key alongside the error")
+			ke, ok := keysKeyError(err)
+			require.True(t, ok, "key %q, error %v: want a 401 invalid_token", got, err)
+			assert.Equal(t, http.StatusUnauthorized, ke.Status)
+			assert.Equal(t, `Bearer error="invalid_token"`, ke.Challenge)
 		})
 	}
 }
