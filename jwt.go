@@ -183,13 +183,15 @@ func (c *JWTConfig) parser() *jwt.Parser {
 
 // bearerToken returns the credentials of an "Authorization: Bearer ..."
 // value (RFC 6750; the scheme is case-insensitive), or false for another
-// scheme.
+// scheme. The value's surrounding spaces and tabs are not part of it, and
+// HTTP/2 servers do not strip them.
 func bearerToken(v string) (string, bool) {
 	const scheme = "Bearer "
+	v = strings.TrimLeft(v, " \t")
 	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
 		return "", false
 	}
-	return strings.Trim(v[len(scheme):], " "), true
+	return trimOWS(v[len(scheme):]), true
 }
 
 // verifier checks key against the configured algorithms, choosing them

@@ -165,6 +165,8 @@ func TestKeyByJWTSubject(t *testing.T) {
 		{"PS256 when pinned", rsPSS, keysBearer(keysSign(t, jwt.SigningMethodPS256, k.rsa, keysClaims("bob"))), "sub:bob"},
 		{"RS256 beside PS256", rsPSS, keysBearer(keysSign(t, jwt.SigningMethodRS256, k.rsa, keysClaims("bob"))), "sub:bob"},
 		{"scheme case-insensitive", hs, header("bearer  " + good), "sub:alice"},
+		// HTTP/2 servers do not strip a field value's white space.
+		{"surrounding white space", hs, header(" \tBearer " + good + " \t"), "sub:alice"},
 		{"kid picks the key", rotating, keysBearer(withKid("new", k.rsa)), "sub:carol"},
 		{"kid picks the old key", rotating, keysBearer(withKid("old", k.rsa2)), "sub:carol"},
 		{"plain func picks the key", rotatingFunc, keysBearer(withKid("new", k.rsa)), "sub:carol"},
