@@ -64,7 +64,7 @@ func (l *Limiter) Decide(r *http.Request) Decision {
 		switch {
 		case !errors.As(err, &ke):
 			err = withCause(errNoUsableKey, err) // a Keyer of the application's own
-		case ke.Status < 400 || ke.Status > 599:
+		case ke == nil, ke.Status < 400 || ke.Status > 599:
 			err = withCause(errMisconfigured, err) // no status to answer with
 		case ke.Status == http.StatusTooManyRequests:
 			// A 429 says when to come back, and a Keyer has no wait to say:

@@ -304,6 +304,24 @@ func TestKeyErrorWithoutAStatus(t *testing.T) {
 	}
 }
 
+// A Keyer of the application's own that returns a nil *KeyError as its
+// error (the typed nil of a "var ke *KeyError; return k, ke") has no
+// status either: 500, never a panic.
+func TestKeyErrorNilPointer(t *testing.T) {
+	keyer := ratelimit.KeyFunc(func(*http.Request) (string, error) {
+		var ke *ratelimit.KeyError
+		return "", ke
+	})
+	var logged []string
+	l := newLimiter(t, 1, time.Minute, keyer, ratelimit.WithHooks(ratelimit.Hooks{
+		OnError: func(_ *http.Request, err error) { logged = append(logged, err.Error()) },
+	}))
+	var w *httptest.ResponseRecorder
+	require.NotPanics(t, func() { w = get(l.Handler(okHandler), "192.0.2.1:1") })
+	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	assert.Equal(t, []string{"ratelimit: 500 Internal Server Error: rate-limit key misconfigured"}, logged, "OnError")
+}
+
 // stubStore answers every call with res and err.
 type stubStore struct {
 	res ratelimit.Result
