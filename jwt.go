@@ -220,12 +220,15 @@ func (c *JWTConfig) verifier(key any) (jwt.Keyfunc, error) {
 	if err := c.checkAlgs(family); err != nil {
 		return nil, err
 	}
-	if b, ok := key.([]byte); ok {
+	// Copy a slice so that a caller reusing it cannot change the key.
+	switch b := key.(type) {
+	case []byte:
 		if err := c.checkSecret(b); err != nil {
 			return nil, err
 		}
-		// Copy so that a caller reusing its slice cannot change the key.
 		key = append([]byte(nil), b...)
+	case ed25519.PublicKey:
+		key = append(ed25519.PublicKey(nil), b...)
 	}
 	return func(*jwt.Token) (any, error) { return key, nil }, nil
 }

@@ -400,6 +400,18 @@ func TestKeyByJWTSubjectCopiesItsInputs(t *testing.T) {
 	got, err := kr.Key(keysBearer(tok))
 	require.NoError(t, err)
 	assert.Equal(t, "sub:alice", got)
+
+	// An Ed25519 public key is a slice too: a caller decoding keys into
+	// one buffer must not swap the key of the extractors it made.
+	buf := append(ed25519.PublicKey(nil), k.edPub...)
+	edKr := ratelimit.KeyByJWTSubject(buf)
+	edTok := keysSign(t, jwt.SigningMethodEdDSA, k.ed, keysClaims("alice"))
+	_, impostor, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	copy(buf, impostor.Public().(ed25519.PublicKey))
+	got, err = edKr.Key(keysBearer(edTok))
+	require.NoError(t, err, "Ed25519 key overwritten by the caller afterwards")
+	assert.Equal(t, "sub:alice", got)
 }
 
 func BenchmarkKeyByJWTSubject(b *testing.B) {
