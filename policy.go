@@ -82,18 +82,19 @@ func midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
 		_, t = t.ZoneBounds()
 		return t
 	}
-	if t.Add(-1).Day() != t.Day() {
-		return t // the instant before is on the day before, as nearly always
+	// Only a change within the day before can have taken the clock back
+	// across midnight; the instant before t may then be on the day before
+	// again, as at Casey in 2010, from 02:00 to 23:00.
+	change, _ := t.ZoneBounds()
+	if change.IsZero() || t.Sub(change) >= 24*time.Hour {
+		return t // no change since the day before began, as nearly always
 	}
-	// The day began earlier: a change took the clock back across midnight.
-	if change, _ := t.ZoneBounds(); !change.IsZero() {
-		// Midnight under the offset before the change, if it came then.
-		from, _ := change.Add(-1).ZoneBounds()
-		_, offset := change.Add(-1).Zone()
-		first := time.Date(y, m, d, 0, 0, 0, 0, time.FixedZone("", offset))
-		if first.Before(change) && (from.IsZero() || !first.Before(from)) {
-			return first.In(loc)
-		}
+	// Midnight under the offset before the change, if it came then.
+	from, _ := change.Add(-1).ZoneBounds()
+	_, offset := change.Add(-1).Zone()
+	first := time.Date(y, m, d, 0, 0, 0, 0, time.FixedZone("", offset))
+	if first.Before(change) && (from.IsZero() || !first.Before(from)) {
+		return first.In(loc)
 	}
 	return t
 }

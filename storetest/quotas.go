@@ -26,7 +26,7 @@ func (s *suite) calendarCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := calendarPeriods(berlin, santiago)
-	for _, z := range []string{"Asia/Amman", "America/St_Johns"} {
+	for _, z := range []string{"Asia/Amman", "America/St_Johns", "Antarctica/Casey"} {
 		loc, err := time.LoadLocation(z)
 		if err != nil {
 			t.Fatal(err)
@@ -39,9 +39,10 @@ func (s *suite) calendarCase(t *testing.T) {
 }
 
 // repeatedMidnights are the cases of calendarCase where a change of time
-// takes the clock back across midnight, in loc, Asia/Amman or
-// America/St_Johns: the day begins at the first of its midnights, and an
-// instant whose date is the day before, after it, is in the new day.
+// takes the clock back across midnight, in loc, Asia/Amman,
+// America/St_Johns or Antarctica/Casey: the day begins at the first of its
+// midnights, and an instant whose date is the day before, after it, is in
+// the new day.
 func repeatedMidnights(loc *time.Location) []calendarPeriodCase {
 	utc := func(y int, m time.Month, d, h, min int) time.Time { return time.Date(y, m, d, h, min, 0, 0, time.UTC) }
 	if loc.String() == "Asia/Amman" {
@@ -50,6 +51,18 @@ func repeatedMidnights(loc *time.Location) []calendarPeriodCase {
 		// 25 hours.
 		return []calendarPeriodCase{{"a midnight that comes twice", ratelimit.Daily, loc,
 			utc(2021, 10, 28, 21, 0), utc(2021, 10, 28, 21, 30), utc(2021, 10, 29, 22, 0), utc(2021, 10, 30, 22, 0)}}
+	}
+	if loc.String() == "Antarctica/Casey" {
+		// Casey's clocks went from 02:00 +11 to 23:00 +08 on the 4th, on
+		// 5 March 2010: the 5th began at 13:00 UTC, its first midnight,
+		// and had 27 hours; its first two hours and the 4th's last three
+		// again were all in it.
+		return []calendarPeriodCase{
+			{"the first hours of a day the clock goes back across", ratelimit.Daily, loc,
+				utc(2010, 3, 4, 13, 0), utc(2010, 3, 4, 13, 30), utc(2010, 3, 5, 16, 0), utc(2010, 3, 6, 16, 0)},
+			{"hours back across midnight", ratelimit.Daily, loc,
+				utc(2010, 3, 4, 13, 0), utc(2010, 3, 4, 15, 30), utc(2010, 3, 5, 16, 0), utc(2010, 3, 6, 16, 0)},
+		}
 	}
 	// St. John's clocks went from 00:01 -02:30 to 23:01 -03:30 on 7
 	// November 2010: the 7th began at 02:30 UTC, and 03:00 UTC, 23:30 on
