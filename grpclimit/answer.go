@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -95,9 +96,14 @@ func refusal(l *ratelimit.Limiter, d ratelimit.Decision) (*status.Status, metada
 // counted call has left the window, at a cost of under a millisecond;
 // Retry-After's whole seconds would cost up to a second, longer than the
 // sub-second windows gRPC services often use.
+//
+// A wait within a millisecond of the longest Duration (a custom store's
+// "never") is rounded down instead: RetryInfo and the message say the
+// milliseconds as a Duration, which must not wrap round to a negative
+// wait, a retry at once.
 func waitMillis(d time.Duration) int64 {
 	ms := int64(d / time.Millisecond) // divided first: d+1ms-1 may wrap round
-	if d%time.Millisecond != 0 {
+	if d%time.Millisecond != 0 && ms < math.MaxInt64/int64(time.Millisecond) {
 		ms++
 	}
 	return max(1, ms)
