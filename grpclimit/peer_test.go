@@ -2,8 +2,11 @@ package grpclimit_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -131,5 +134,33 @@ func TestContextIdentity(t *testing.T) {
 	}
 	if _, err := say(context.Background(), cc, "hi"); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("anonymous call: %v, want Unauthenticated", err)
+	}
+}
+
+// TestUnixPeerHasNoKey serves on a Unix socket, whose clients choose the
+// name they bind their end to: one that reads as an IP address is still
+// no IP address, so KeyByIP finds no key, and a client cannot pose as any
+// address it likes, nor as a trusted proxy whose forwarding is believed.
+func TestUnixPeerHasNoKey(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir) // the client's name is relative, as the server reads it back
+	trusted := ratelimit.IPConfig{TrustProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	for i, name := range []string{"203.0.113.9:1234", "10.0.0.1"} {
+		var rec recorder
+		l := newLimiter(t, 5, time.Minute, rec.wrap(ratelimit.KeyByIP(trusted)))
+		sock := filepath.Join(dir, fmt.Sprintf("server%d.sock", i))
+		lis, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Skipf("no Unix sockets: %v", err)
+		}
+		cc := server{l: l}.serve(t, lis, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			d := net.Dialer{LocalAddr: &net.UnixAddr{Name: name, Net: "unix"}}
+			return d.DialContext(ctx, "unix", sock)
+		}))
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-forwarded-for", "198.51.100.7")
+		_, err = say(ctx, cc, "hi")
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || st.Message() != "no client address" {
+			t.Errorf("client bound to %q: %v with key %q, want InvalidArgument %q", name, err, rec.last(), "no client address")
+		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 // read a gRPC call as they read an HTTP request:
 //
 //   - RemoteAddr is the peer's address ("192.0.2.7:53211", "[2001:db8::1]:443"),
-//     as net/http sets it;
+//     as net/http sets it, and empty for a Unix socket's peer;
 //   - Header holds the incoming metadata, keys canonicalised as net/http
 //     does ("x-api-key" becomes "X-Api-Key"), binary ("-bin") values
 //     decoded; pseudo-headers are left out and :authority is Host;
@@ -40,7 +40,9 @@ func request(ctx context.Context, fullMethod string) *http.Request {
 		}
 	}
 	var remote string
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+	// A Unix socket's client names its own end as it likes, an IP address
+	// and port included: that name is no address to key by or to trust.
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil && !strings.HasPrefix(p.Addr.Network(), "unix") {
 		remote = p.Addr.String()
 	}
 	r := &http.Request{
