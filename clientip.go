@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -119,9 +120,11 @@ const (
 //
 // IPv4-mapped IPv6 addresses count as IPv4 and zones are dropped. IPv6
 // clients are grouped by /64 (IPv6Bits), so one subscriber cannot dodge
-// the limit by rotating addresses within its block. A RemoteAddr that is
-// not an IP address (a Unix socket) is answered 400; the error matches
-// ErrNoKey, so KeyFirst moves on to its next extractor.
+// the limit by rotating addresses within its block. A request that came
+// over a Unix socket, or whose RemoteAddr is not an IP address, is
+// answered 400 (a Unix socket's client names its own end, and may give it
+// the name of any address); the error matches ErrNoKey, so KeyFirst moves
+// on to its next extractor.
 //
 // An invalid IPConfig (a prefix that is not valid, bits out of range, a
 // Header without a trusted proxy, ...) is reported by New; the Keyer
@@ -160,11 +163,19 @@ func KeyByIP(config ...IPConfig) Keyer {
 	bad := noKey(&KeyError{Status: http.StatusBadRequest, Message: "400 Bad Request: no client address"})
 	return KeyFunc(func(r *http.Request) (string, error) {
 		peer, ok := peerAddr(r.RemoteAddr)
-		if !ok {
+		if !ok || overUnixSocket(r) {
 			return "", bad
 		}
 		return c.key(c.client(r, peer)), nil
 	})
+}
+
+// overUnixSocket reports whether r came over a Unix socket, whose client
+// names its own end as it likes, an "ip:port" included: net/http gives
+// that name as RemoteAddr, and it is no address to count or to trust.
+func overUnixSocket(r *http.Request) bool {
+	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && strings.HasPrefix(a.Network(), "unix")
 }
 
 // newIPConfig lays the defaults over g and validates the result.

@@ -1,9 +1,12 @@
 package ratelimit_test
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +206,48 @@ func TestKeyByIPNoAddress(t *testing.T) {
 	key, err := k.Key(r)
 	require.NoError(t, err)
 	assert.Equal(t, "apikey:abc", key)
+}
+
+// A Unix socket's client names its own end as it likes, an "ip:port"
+// included, and net/http gives that name as RemoteAddr: a request that
+// came over a Unix socket has no client address, whatever its name looks
+// like, so that a local process cannot pick the address it is counted as,
+// nor pass for a trusted proxy.
+func TestKeyByIPOverAUnixSocket(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir) // the client binds a relative name, which RemoteAddr repeats
+	ln, err := net.Listen("unix", filepath.Join(dir, "server.sock"))
+	require.NoError(t, err)
+	type answer struct {
+		remote, key string
+		err         error
+	}
+	answers := make(chan answer, 1)
+	k := ratelimit.KeyByIP(keysTrusted)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := k.Key(r)
+		answers <- answer{r.RemoteAddr, key, err}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	for _, name := range []string{"203.0.113.9:1234", "10.0.0.1:80"} {
+		c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return net.DialUnix("unix", &net.UnixAddr{Name: name, Net: "unix"}, &net.UnixAddr{Name: "server.sock", Net: "unix"})
+		}}}
+		req, err := http.NewRequest(http.MethodGet, "http://limited/", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Forwarded-For", "198.51.100.7")
+		resp, err := c.Do(req)
+		require.NoError(t, err, "client bound to %q", name)
+		resp.Body.Close()
+		c.CloseIdleConnections()
+		got := <-answers
+		require.Equal(t, name, got.remote, "RemoteAddr of the client bound to %q", name)
+		assert.Empty(t, got.key, "client bound to %q", name)
+		assert.Equal(t, http.StatusBadRequest, keysStatus(got.err), "client bound to %q: error %v", name, got.err)
+		assert.ErrorIs(t, got.err, ratelimit.ErrNoKey, "client bound to %q", name)
+	}
 }
 
 func TestKeyByIPInvalidConfig(t *testing.T) {
