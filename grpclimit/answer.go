@@ -121,7 +121,7 @@ func waitMillis(d time.Duration) int64 {
 //   - any other 4xx (400, 431) is INVALID_ARGUMENT;
 //   - 502, 503 and 504, a Keyer whose own backend failed, are UNAVAILABLE,
 //     as gRPC maps them: a retry may succeed, as HTTP's client knows;
-//   - 500, a misconfigured KeyFunc, and any other 5xx are INTERNAL.
+//   - 500, a misconfigured Keyer, and any other 5xx are INTERNAL.
 func rejection(err error) (*status.Status, metadata.MD) {
 	var ke *ratelimit.KeyError
 	if !errors.As(err, &ke) {

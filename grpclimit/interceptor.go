@@ -10,8 +10,8 @@ import (
 
 // UnaryServerInterceptor returns an interceptor that decides each unary
 // call with l before the handler runs, as l.Handler decides an HTTP
-// request: with l's KeyFunc, plans, cost, skip, hooks, dry run and failure
-// mode, against l's store, so that HTTP and gRPC calls of one client can
+// request: with l's Keyer, policies, cost, skip, hooks, dry run and
+// failure mode, against l's store, so that HTTP and gRPC calls of one client can
 // share one count. The call is described to l as described in the package
 // documentation.
 //

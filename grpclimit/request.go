@@ -12,7 +12,7 @@ import (
 )
 
 // request describes a call to the limiter as the HTTP/2 request that
-// carries it, so that the limiter's KeyFunc, plans, cost, skip and hooks
+// carries it, so that the limiter's Keyer, policies, cost, skip and hooks
 // read a gRPC call as they read an HTTP request:
 //
 //   - RemoteAddr is the peer's address ("192.0.2.7:53211", "[2001:db8::1]:443"),
