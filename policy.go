@@ -13,7 +13,8 @@ import (
 // Policy is one quota: at most Limit requests in any rolling Window, as
 // Algorithm counts them, or, for the calendar algorithms (Daily, Weekly,
 // Monthly), in each calendar period, in Location (UTC if nil), where
-// Window is 0. Location must be the zone time.LoadLocation gives for its
+// Window is 0. Limit is 1 to math.MaxInt32, and a rolling Window at most
+// two years. Location must be the zone time.LoadLocation gives for its
 // name, and not the host's own (time.Local), since stores know a quota's
 // zone by its name, which servers in other zones would share. Name labels the
 // policy in the RateLimit and RateLimit-Policy headers: 1 to 64 letters,
