@@ -212,7 +212,8 @@ func ExampleLimiter_Peek() {
 }
 
 // On a login endpoint, only failed attempts count: a user who logs in is
-// never locked out, and a password guesser is after five tries a minute.
+// never locked out, and a password guesser is refused after five tries a
+// minute.
 func ExampleWithCountIf() {
 	l, err := ratelimit.New(5, time.Minute, ratelimit.KeyByHeader("X-User"),
 		ratelimit.WithCountIf(func(_ *http.Request, status int) bool {
