@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -260,5 +261,73 @@ func TestResetMarkerOutlivesALeasesReturn(t *testing.T) {
 	// busy machine took since is far less than the 860 ms of headroom.
 	if ttl < 40*time.Millisecond+2*50*time.Millisecond {
 		t.Errorf("the Reset's marker lives %v more, want more than the window and two leases (140ms)", ttl)
+	}
+}
+
+// TestRefundOfAnAskLoggedAhead: a request that asked for a lease while
+// the log already held an instant ahead of the clock (an earlier lease's
+// end) is logged at that instant, not at its At; its Refund must not
+// take one of the new lease's slots instead, which are logged later: the
+// lease's requests, admitted after the instant the request's entry holds,
+// would then leave the window early, and another server admit past the
+// limit.
+func TestRefundOfAnAskLoggedAhead(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	clk := storetest.Clock{}
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clk.Set(t0)
+	leased, p := clockedStore(t, c, &clk, redisstore.WithLeases(true))
+	plain, err := redisstore.New(c, redisstore.WithPrefix(p), redisstore.WithScriptClock(clk.Now), redisstore.WithLocalClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	const limit = 100
+	set := policySet(t, ratelimit.Policy{Name: "log", Limit: limit, Window: time.Second})
+	log := stateKey(p, "k", set, "log")
+	// At t0: two requests, the second granted a lease of 2, logged at
+	// t0+50ms, which the next two use up.
+	for range 4 {
+		takeOK(t, leased, "k", set, 1)
+	}
+	ahead := "0" + strconv.FormatInt(t0.Add(50*time.Millisecond).UnixMicro(), 10)
+	if got, err := c.LRange(ctx, log, 0, -1).Result(); err != nil || len(got) != 4 || got[3] != ahead {
+		t.Fatalf("log after a lease at t0: %q, %v; want 2 requests and 2 slots at %s", got, err, ahead)
+	}
+	// At t0+10ms the lease is used up: the next request asks Redis, is
+	// logged at t0+50ms, the newest instant, and granted a lease of its
+	// own, logged at t0+60ms. It is refunded.
+	clk.Advance(10 * time.Millisecond)
+	asked := takeOK(t, leased, "k", set, 1)
+	if err := leased.Refund(ctx, "k", set, 1, asked.At); err != nil {
+		t.Fatal(err)
+	}
+	// The new lease's slots are used at t0+55ms, after the instant the
+	// refunded request's entry holds, then one more request asks Redis.
+	clk.Set(t0.Add(55 * time.Millisecond))
+	late := 0
+	for {
+		late++
+		if r := takeOK(t, leased, "k", set, 1); !r.At.Equal(asked.At) {
+			break // from Redis: the lease is used up
+		}
+	}
+	if late < 3 {
+		t.Fatalf("%d requests at t0+55ms, want at least 2 from the second lease and one more", late)
+	}
+	leased.Close()
+	// Admitted and not refunded: 4 at t0, late at t0+55ms. Another server
+	// fills the window at t0+60ms.
+	clk.Set(t0.Add(60 * time.Millisecond))
+	fill := limit - 4 - late
+	if r, err := plain.Take(ctx, "k", set, fill); err != nil || !r.Allowed {
+		t.Fatalf("fill of %d: %+v, %v", fill, r, err)
+	}
+	// Just after t0+1.05s, the window holds the fill and the late
+	// requests: limit-fill-late = 4 fit, and no more.
+	clk.Set(t0.Add(time.Second + 50*time.Millisecond + time.Microsecond))
+	if r, err := plain.Take(ctx, "k", set, 5); err != nil || r.Allowed {
+		t.Errorf("take of 5 when the window holds %d of %d: %+v, %v; want refused", fill+late, limit, r, err)
 	}
 }

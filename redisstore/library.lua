@@ -283,6 +283,13 @@ local function logRecord(k, off, n, head, newest, rec, limit, w, now, slack, cnt
   elseif off > 0 then
     redis.call('LTRIM', k, off, '-1')
   end
+  if extra > 0 and rec > now then
+    -- Logged ahead of now, the request goes with the lease's slots, where
+    -- a refund at now looks for a request of the lease: logged at rec, its
+    -- refund would take a slot of the lease's end, and a request the lease
+    -- admits after rec would then count in no window past rec's.
+    extra, cnt = extra + cnt, 0
+  end
   push(k, dec(rec), cnt)
   local last, mark = rec, nil
   if extra > 0 then
