@@ -35,9 +35,12 @@ type Transport struct {
 	// requests to its origin, for a client that calls a server on behalf
 	// of several users that each have a quota of their own: return what
 	// tells them apart (a user or tenant ID, say). Requests of different
-	// partitions are paced apart. If nil, the requests to an origin share
-	// its quotas, and one user's spent quota holds up the others. It must
-	// be fast and safe for simultaneous use.
+	// partitions are paced apart. It also keeps apart quotas a server
+	// counts by path, such as GitHub's search and core API resources
+	// (return "search" for paths under /search/). If nil, the requests to
+	// an origin share its quotas, and one user's or resource's spent
+	// quota holds up the others. It must be fast and safe for
+	// simultaneous use.
 	Partition func(r *http.Request) string
 
 	// MaxRetries is how many times a refused request is sent again: one
