@@ -217,11 +217,7 @@ func TestKeyByJWTSubject(t *testing.T) {
 				assert.Equal(t, tt.want, got)
 				return
 			}
-			assert.Empty(t, got, "key alongside the error")
-			ke, ok := keysKeyError(err)
-			require.True(t, ok, "error %v, want a 401 KeyError", err)
-			assert.Equal(t, http.StatusUnauthorized, ke.Status)
-			assert.Equal(t, `Bearer error="invalid_token"`, ke.Challenge)
+			keysWantInvalidToken(t, got, err)
 			assert.NotErrorIs(t, err, ratelimit.ErrNoKey, "a refused token must not fall back")
 		})
 	}
@@ -478,11 +474,18 @@ func TestKeyByJWTSubjectClaimNamesAreCaseSensitive(t *testing.T) {
 				assert.Equal(t, tt.want, got)
 				return
 			}
-			assert.Empty(t, got, "key alongside the error")
-			ke, ok := keysKeyError(err)
-			require.True(t, ok, "key %q, error %v: want a 401 invalid_token", got, err)
-			assert.Equal(t, http.StatusUnauthorized, ke.Status)
-			assert.Equal(t, `Bearer error="invalid_token"`, ke.Challenge)
+			keysWantInvalidToken(t, got, err)
 		})
 	}
+}
+
+// keysWantInvalidToken asserts that a Keyer refused a token: no key, and
+// a 401 asking for a valid one.
+func keysWantInvalidToken(t *testing.T, got string, err error) {
+	t.Helper()
+	assert.Empty(t, got, "key alongside the error")
+	ke, ok := keysKeyError(err)
+	require.True(t, ok, "key %q, error %v: want a 401 invalid_token", got, err)
+	assert.Equal(t, http.StatusUnauthorized, ke.Status)
+	assert.Equal(t, `Bearer error="invalid_token"`, ke.Challenge)
 }
