@@ -106,8 +106,9 @@ type shard struct {
 	// unless none can be idle yet: none is before sweepAt.
 	sweepLen int
 	sweepAt  int64
-	// swept is when the shard was last swept, and asked how many new
-	// keys it has been asked to hold since (see makeRoom).
+	// swept is when the shard was last swept, or the earliest reading
+	// of a full shard since if the clock stepped back, and asked how many
+	// new keys it has been asked to hold since (see makeRoom).
 	swept int64
 	asked int
 }
@@ -537,8 +538,11 @@ func resized[V any](m map[string]V) map[string]V {
 // passed since it last swept, or sooner once it has been asked to hold
 // enough new keys to pay for the sweep at sweepVisits entry visits each.
 // Until then an idle entry may wait for its sweep, and a new key is
-// refused or evicts another.
+// refused or evicts another. An injected clock that steps back to before
+// the last sweep counts the gap from its new readings, so that the shard
+// still sweeps a gap later, not once the clock reads the sweep's instant.
 func (s *memoryStore) makeRoom(sh *shard, now int64) bool {
+	sh.swept = min(sh.swept, now)
 	paid := sweepVisits*(sh.asked+1) >= sh.n || now >= sh.swept+int64(sweepGap)
 	if n := sh.n; paid && now >= sh.sweepAt {
 		if s.sweep(sh, now); sh.n < n {

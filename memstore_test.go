@@ -717,6 +717,36 @@ func TestAFullShardSweepsForRoomWithinABudget(t *testing.T) {
 	assert.Equal(t, uint64(asks), s.Stats().Rejected, "new keys refused")
 }
 
+// A shard that swept at an instant an injected clock then stepped back
+// from counts sweepGap from the clock's new readings, not from the sweep's
+// instant, which the clock may not read again for as long as it stepped
+// back: a full shard still looks for idle entries a second later.
+func TestAFullShardSweepsForRoomAfterTheClockStepsBack(t *testing.T) {
+	const per = 256
+	clk := fakeclock.New()
+	s := msStore(t, MemoryConfig{MaxKeys: per * maxShards, Clock: clk.Now})
+	require.Equal(t, per, s.perShard)
+	long := msSet(t, Policy{Name: "long", Limit: 5, Window: time.Hour})
+	short := msSet(t, Policy{Name: "short", Limit: 5, Window: time.Second})
+	ks := msShardKeys(s, "k", per+4)
+	for _, k := range ks[:per-1] {
+		msTake(t, s, k, long)
+	}
+	msTake(t, s, ks[per-1], short) // idle a second later
+	clk.Advance(10 * time.Minute)
+	ctx := context.Background()
+	y, err := s.Take(ctx, ks[per], short, 1)
+	require.NoError(t, err, "a new key at the full shard, one of its keys idle: the shard sweeps")
+
+	clk.Advance(-9 * time.Minute) // back to 1m, before the sweep
+	require.NoError(t, s.Refund(ctx, ks[per], short, 1, y.At), "the new key gives its request back: idle")
+	_, err = s.Take(ctx, ks[per+1], short, 1)
+	require.ErrorIs(t, err, errStoreFull, "a new key right after the refund, within the budget")
+	clk.Advance(sweepGap + time.Millisecond)
+	_, err = s.Take(ctx, ks[per+2], short, 1)
+	assert.NoError(t, err, "a new key sweepGap after the clock stepped back, beside an idle key")
+}
+
 func TestCloseStopsTheSweepAndIsIdempotent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, err := NewMemoryStore(MemoryConfig{})
