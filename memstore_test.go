@@ -673,32 +673,41 @@ func msShardKeys(s *memoryStore, prefix string, n int) []string {
 	return ks
 }
 
-// A full shard sweeps for room at most once per sweepGap unless it has
+// msShardBound is the bound per shard of the stores msFullShardStore makes.
+const msShardBound = 256
+
+// msFullShardStore returns a store of msShardBound entries a shard on clk.
+func msFullShardStore(t *testing.T, clk *fakeclock.Clock) *memoryStore {
+	t.Helper()
+	s := msStore(t, MemoryConfig{MaxKeys: msShardBound * maxShards, Clock: clk.Now})
+	require.Equal(t, msShardBound, s.perShard)
+	return s
+}
+
+// A full shard sweeps for room at most once msShardBound sweepGap unless it has
 // been asked to hold enough new keys to pay for it, so that a flood of new keys at a
 // full store, its keys going idle one by one as it churns, costs each new
 // key a few entry visits and not a sweep of the shard.
 func TestAFullShardSweepsForRoomWithinABudget(t *testing.T) {
-	const per = 256
 	clk := fakeclock.New()
-	s := msStore(t, MemoryConfig{MaxKeys: per * maxShards, Clock: clk.Now})
-	require.Equal(t, per, s.perShard)
+	s := msFullShardStore(t, clk)
 	p := msSet(t, Policy{Name: "p", Limit: 5, Window: time.Second})
-	ks := msShardKeys(s, "k", 2*per)
-	live, fresh := ks[:per], ks[per:]
+	ks := msShardKeys(s, "k", 2*msShardBound)
+	live, fresh := ks[:msShardBound], ks[msShardBound:]
 	for _, k := range live { // live[i] goes idle at i ms past a second
 		msTake(t, s, k, p)
 		clk.Advance(time.Millisecond)
 	}
-	clk.Advance(time.Second - per*time.Millisecond + time.Microsecond)
+	clk.Advance(time.Second - msShardBound*time.Millisecond + time.Microsecond)
 	ctx := context.Background()
 	_, err := s.Take(ctx, fresh[0], p, 1)
 	require.NoError(t, err, "the first new key at a full shard, live[0] idle: the shard sweeps")
 	require.Nil(t, msEntry(s, live[0], p, 0), "live[0], idle, swept")
 
 	clk.Advance(time.Millisecond) // live[1] is idle too
-	// At sweepVisits entry visits each, per/sweepVisits new keys pay for
+	// At sweepVisits entry visits each, msShardBound/sweepVisits new keys pay for
 	// the next sweep, the one that asks included.
-	asks := per/sweepVisits - 1
+	asks := msShardBound/sweepVisits - 1
 	for i := 1; i < asks; i++ {
 		_, err := s.Take(ctx, fresh[i], p, 1)
 		require.ErrorIs(t, err, errStoreFull, "ask %d for room within the budget", i)
@@ -722,28 +731,26 @@ func TestAFullShardSweepsForRoomWithinABudget(t *testing.T) {
 // instant, which the clock may not read again for as long as it stepped
 // back: a full shard still looks for idle entries a second later.
 func TestAFullShardSweepsForRoomAfterTheClockStepsBack(t *testing.T) {
-	const per = 256
 	clk := fakeclock.New()
-	s := msStore(t, MemoryConfig{MaxKeys: per * maxShards, Clock: clk.Now})
-	require.Equal(t, per, s.perShard)
+	s := msFullShardStore(t, clk)
 	long := msSet(t, Policy{Name: "long", Limit: 5, Window: time.Hour})
 	short := msSet(t, Policy{Name: "short", Limit: 5, Window: time.Second})
-	ks := msShardKeys(s, "k", per+4)
-	for _, k := range ks[:per-1] {
+	ks := msShardKeys(s, "k", msShardBound+4)
+	for _, k := range ks[:msShardBound-1] {
 		msTake(t, s, k, long)
 	}
-	msTake(t, s, ks[per-1], short) // idle a second later
+	msTake(t, s, ks[msShardBound-1], short) // idle a second later
 	clk.Advance(10 * time.Minute)
 	ctx := context.Background()
-	y, err := s.Take(ctx, ks[per], short, 1)
+	y, err := s.Take(ctx, ks[msShardBound], short, 1)
 	require.NoError(t, err, "a new key at the full shard, one of its keys idle: the shard sweeps")
 
 	clk.Advance(-9 * time.Minute) // back to 1m, before the sweep
-	require.NoError(t, s.Refund(ctx, ks[per], short, 1, y.At), "the new key gives its request back: idle")
-	_, err = s.Take(ctx, ks[per+1], short, 1)
+	require.NoError(t, s.Refund(ctx, ks[msShardBound], short, 1, y.At), "the new key gives its request back: idle")
+	_, err = s.Take(ctx, ks[msShardBound+1], short, 1)
 	require.ErrorIs(t, err, errStoreFull, "a new key right after the refund, within the budget")
 	clk.Advance(sweepGap + time.Millisecond)
-	_, err = s.Take(ctx, ks[per+2], short, 1)
+	_, err = s.Take(ctx, ks[msShardBound+2], short, 1)
 	assert.NoError(t, err, "a new key sweepGap after the clock stepped back, beside an idle key")
 }
 
