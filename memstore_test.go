@@ -705,8 +705,8 @@ func TestAFullShardSweepsForRoomWithinABudget(t *testing.T) {
 	require.Nil(t, msEntry(s, live[0], p, 0), "live[0], idle, swept")
 
 	clk.Advance(time.Millisecond) // live[1] is idle too
-	// At sweepVisits entry visits each, msShardBound/sweepVisits new keys pay for
-	// the next sweep, the one that asks included.
+	// At sweepVisits entry visits each, msShardBound/sweepVisits new keys
+	// pay for the next sweep, the one that asks included.
 	asks := msShardBound/sweepVisits - 1
 	for i := 1; i < asks; i++ {
 		_, err := s.Take(ctx, fresh[i], p, 1)
