@@ -11,9 +11,9 @@ import (
 // UnaryServerInterceptor returns an interceptor that decides each unary
 // call with l before the handler runs, as l.Handler decides an HTTP
 // request: with l's Keyer, policies, cost, skip, hooks, dry run and
-// failure mode, against l's store, so that HTTP and gRPC calls of one client can
-// share one count. The call is described to l as described in the package
-// documentation.
+// failure mode, against l's store, so that HTTP and gRPC calls of one
+// client can share one count. The call is described to l as described in
+// the package documentation.
 //
 // A call l serves goes to the handler, and the rate-limit headers l would
 // send over HTTP go back as metadata: in the response's header metadata
