@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -330,4 +331,60 @@ func pick(cond bool, yes, no int) int {
 		return yes
 	}
 	return no
+}
+
+// refundAfterLimitChange: a Limiter under WithCountIf takes a request
+// back with the set it was counted under, as its limits were, though the
+// client's limits changed while its handler ran (ratelimit.Store's
+// Refund): the refund frees what that request took and no more. Here 3
+// units are counted under 10 a minute; the handler raises the limit to 30
+// and, 2 s later, counts 3 more under it; the first 3 are then taken
+// back, and every algorithm admits 27 more. GCRA gives back the 18 s of
+// its bucket the 3 units took at 6 s each, less the 2 s refilled since;
+// a refund under the new limits (2 s each) would give back 4 s and admit
+// 21.
+func (s *suite) refundAfterLimitChange(t *testing.T) {
+	const key = "k"
+	for _, a := range s.cfg.algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			st, clk := s.store(t)
+			var limit atomic.Int64
+			limit.Store(10)
+			lookup := func(context.Context, string) ([]ratelimit.Policy, error) {
+				return []ratelimit.Policy{policy("contract", int(limit.Load()), time.Minute, a)}, nil
+			}
+			l, err := ratelimit.New(1, time.Minute, ratelimit.KeyFunc(func(*http.Request) (string, error) { return key, nil }),
+				ratelimit.WithStore(st), ratelimit.WithClock(clk.Now), ratelimit.WithLimits(lookup, time.Second),
+				ratelimit.WithCost(func(*http.Request) int { return 3 }),
+				ratelimit.WithCountIf(func(*http.Request, int) bool { return false }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			served := false
+			h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+				served = true
+				limit.Store(30)
+				clk.Advance(2 * time.Second) // past the cached answer's second
+				if d := l.Allow(context.Background(), key, 3); !d.Result.Allowed || d.Result.Limit != 30 {
+					t.Errorf("Allow under the new limit: %+v, %v; want allowed under a limit of 30", d.Result, d.Err)
+				}
+			}))
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+			if !served {
+				t.Fatal("the request under a limit of 10 was not served")
+			}
+			// Admissions, not a Peek: a store may hold slots it has
+			// counted but not used (redisstore's leases).
+			n := 0
+			for ; n <= 30; n++ {
+				if d := l.Allow(context.Background(), key, 1); d.Outcome != ratelimit.Serve {
+					break
+				}
+			}
+			if n != 27 {
+				t.Errorf("after the refund: %d more admitted, want 27: 30 less the 3 counted under the new limit", n)
+			}
+		})
+	}
 }

@@ -27,7 +27,8 @@
 // GCRA has refilled; calendar
 // periods across month ends, leap days and changes of daylight saving
 // time; a clock that steps back; and limits that change, counting on where the old limit left off,
-// under a Limiter whose lookup changes them while 32 goroutines send. The
+// under a Limiter whose lookup changes them while 32 goroutines send, and
+// a Limiter's refund of a request counted before its limits changed. The
 // memory store and package redisstore run it in their own tests.
 //
 // Most cases move time. A store that reads its time from the Clock that
@@ -146,6 +147,7 @@ func (s *suite) cases() []suiteCase {
 		{"Calendar", true, s.calendarCase},
 		{"LimitChange", true, s.limitChange},
 		{"LimitChangeUnderConcurrency", true, s.limitChangeUnderConcurrency},
+		{"RefundAfterLimitChange", true, s.refundAfterLimitChange},
 		{"ClockStepsBack", true, s.clockStepsBack},
 	}
 }
