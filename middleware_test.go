@@ -577,6 +577,37 @@ func TestSkip(t *testing.T) {
 	}
 }
 
+// A request WithSkip exempts meets no other option: no decision in its
+// context (WithResultInContext), no hook, no keep (WithCountIf), and
+// nothing counted against its client, whom a key would name.
+func TestSkipBesideOtherOptions(t *testing.T) {
+	var calls []mwHookCall
+	asked := 0
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByHeader("X-API-Key"),
+		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
+		ratelimit.WithResultInContext(), ratelimit.WithHooks(mwRecordHooks(&calls)),
+		ratelimit.WithCountIf(func(*http.Request, int) bool { asked++; return true }))
+	var inContext []bool
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, ok := ratelimit.FromContext(r.Context())
+		inContext = append(inContext, ok)
+	}))
+	for i := range 2 {
+		r := httptest.NewRequest("GET", "/healthz", nil)
+		r.Header.Set("X-API-Key", "acme")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		assert.Equal(t, http.StatusOK, w.Code, "exempt request %d", i)
+	}
+	assert.Equal(t, []bool{false, false}, inContext, "FromContext ok in the exempt requests' handler")
+	assert.Empty(t, calls, "hook calls for exempt requests")
+	assert.Zero(t, asked, "calls of keep for exempt requests")
+	w := get(h, "192.0.2.1:1", "X-API-Key", "acme")
+	assert.Equal(t, http.StatusOK, w.Code, "the client's first counted request")
+	assert.Equal(t, "0", w.Header().Get("X-RateLimit-Remaining"), "the client's first counted request: X-RateLimit-Remaining")
+	assert.Equal(t, []bool{false, false, true}, inContext, "FromContext ok in the handler, the counted request's last")
+}
+
 func TestDeniedHandler(t *testing.T) {
 	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now), ratelimit.WithDeniedHandler(
 		func(w http.ResponseWriter, r *http.Request, res ratelimit.Result) {
