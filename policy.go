@@ -20,9 +20,12 @@ import (
 // policy in the RateLimit and RateLimit-Policy headers: 1 to 64 letters,
 // digits and "-_.", so that it needs no quoting. The zero Algorithm is SlidingLog.
 //
-// A quota is its name, window (or period) and algorithm: its Limit may
-// change, for one client (see WithLimits) or for all, and its counts are
-// kept.
+// A quota is its name, window (or period) and algorithm: the Limit
+// WithLimits returns for a client may change, for that client or for all,
+// and its counts are kept. The default policies (New's limit and window,
+// WithPolicies) differ: they are the limiter's identity in the store,
+// limits included, so that a limiter built with another default limit
+// counts every client afresh (see New).
 type Policy struct {
 	Name      string
 	Limit     int
