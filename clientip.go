@@ -403,14 +403,14 @@ func parseNode(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	var a netip.Addr
-	var err error
+	var ok bool
 	switch {
 	case s[0] == '[':
 		end := strings.IndexByte(s, ']')
 		if end < 0 || !optionalPort(s[end+1:]) || !addrBytes(s[1:end]) {
 			return netip.Addr{}, false
 		}
-		if a, err = netip.ParseAddr(s[1:end]); err != nil || !a.Is6() {
+		if a, ok = parseAddr(s[1:end]); !ok || !a.Is6() {
 			return netip.Addr{}, false
 		}
 	default:
@@ -424,15 +424,31 @@ func parseNode(s string) (netip.Addr, bool) {
 			if !optionalPort(s[i:]) {
 				return netip.Addr{}, false
 			}
-			if a, err = netip.ParseAddr(s[:i]); err != nil || !a.Is4() {
+			if a, ok = parseAddr(s[:i]); !ok || !a.Is4() {
 				return netip.Addr{}, false
 			}
-		} else if a, err = netip.ParseAddr(s); err != nil {
+		} else if a, ok = parseAddr(s); !ok {
 			return netip.Addr{}, false
 		}
 	}
-	a = a.Unmap().WithZone("")
+	a = a.Unmap()
 	if a.IsUnspecified() {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// parseAddr parses an IP address and an optional zone, which it drops
+// unread, as netip.ParseAddr would: a zone only after an IPv6 address, and
+// not empty. netip.ParseAddr would intern the zone, which allocates for
+// each one it has not seen, and a client can name a fresh one per entry.
+func parseAddr(s string) (netip.Addr, bool) {
+	s, zone, zoned := strings.Cut(s, "%")
+	if zoned && zone == "" {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || zoned && !a.Is6() {
 		return netip.Addr{}, false
 	}
 	return a, true

@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -375,6 +376,33 @@ func TestKeyByIPAllocs(t *testing.T) {
 		})
 		assert.LessOrEqual(t, got, 1.0, "%s: allocations, want at most 1 (the key)", tt.name)
 	}
+}
+
+// A zone is dropped from the key, and must cost nothing to drop: netip
+// interns every zone it parses, so a client naming a fresh one per entry
+// would make each request allocate per entry and grow a table the whole
+// program shares.
+func TestKeyByIPZoneAllocs(t *testing.T) {
+	k := ratelimit.KeyByIP(keysTrusted)
+	const runs = 100
+	var reqs []*http.Request
+	for i := range runs + 1 { // AllocsPerRun makes one warm-up call
+		var entries []string
+		for j := range 8 {
+			entries = append(entries, fmt.Sprintf("2001:db8:ffff::%d%%z%d", j+1, i*8+j))
+		}
+		xff := "198.51.100.1, " + strings.Join(entries, ", ")
+		reqs = append(reqs, keysIPRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {xff}}))
+	}
+	i := 0
+	got := testing.AllocsPerRun(runs, func() {
+		key, err := k.Key(reqs[i])
+		i++
+		if err != nil || key != "ip:198.51.100.1" {
+			t.Fatalf("key %q, %v, want ip:198.51.100.1", key, err)
+		}
+	})
+	assert.LessOrEqual(t, got, 1.0, "allocations with 8 fresh zones a request, want at most 1 (the key)")
 }
 
 func BenchmarkKeyByIP(b *testing.B) {
