@@ -112,11 +112,13 @@ const (
 // addresses in trusted ranges, and takes the first one that is not as the
 // client. The leftmost address, which the client wrote, is never believed
 // for being leftmost. An entry that is not an address (garbage, "unknown",
-// an obfuscated RFC 7239 identifier) ends the walk, since what lies to its
-// left was written by someone no trusted proxy vouches for. When the walk
-// finds no client (no header, only trusted addresses, garbage, or more
-// than 64 entries of proxies), the key is the direct peer's address: the
-// proxy's, shared by all such requests, never a value the client chose.
+// an obfuscated RFC 7239 node such as "_hidden") ends the walk, since what
+// lies to its left was written by someone no trusted proxy vouches for;
+// one whose port alone is obfuscated ("192.0.2.1:_p") is an address.
+// When the walk finds no client (no header, only trusted addresses,
+// garbage, or more than 64 entries of proxies), the key is the direct
+// peer's address: the proxy's, shared by all such requests, never a value
+// the client chose.
 //
 // IPv4-mapped IPv6 addresses count as IPv4 and zones are dropped. IPv6
 // clients are grouped by /64 (IPv6Bits), so one subscriber cannot dodge
@@ -495,7 +497,8 @@ func optionalPort(s string) bool {
 // of visible characters other than a quote, a backslash, ';' and ','. An
 // element that breaks the grammar, that has no for= pair or two, or whose
 // quoted for= value holds an escape or a space, yields nothing: a header
-// the proxy did not write is never read as an address.
+// the proxy did not write is never read as an address. An obfuscated port
+// is dropped.
 func parseForwardedElement(s string) (netip.Addr, bool) {
 	if len(s) > maxElementLen {
 		return netip.Addr{}, false
@@ -510,7 +513,35 @@ func parseForwardedElement(s string) (netip.Addr, bool) {
 			return netip.Addr{}, false
 		}
 	}
-	return parseNode(val)
+	return parseNode(withoutObfport(val))
+}
+
+// withoutObfport returns the node v without its port if that is an
+// obfuscated one (RFC 7239, section 6.3: "_" and letters, digits, ".",
+// "_" or "-"), which hides the port but not the address: such a node
+// names its client as well as one with a port number.
+func withoutObfport(v string) string {
+	i := strings.LastIndexByte(v, ':')
+	if i < 0 || !obfuscated(v[i+1:]) {
+		return v
+	}
+	if node := v[:i]; strings.HasSuffix(node, "]") || !strings.Contains(node, ":") {
+		return node
+	}
+	return v // an unbracketed IPv6 address has no port
+}
+
+// obfuscated reports whether s is an obfuscated identifier of RFC 7239.
+func obfuscated(s string) bool {
+	if len(s) < 2 || s[0] != '_' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // forwardedFor returns the value of the last for= pair of an element as

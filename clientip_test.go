@@ -140,6 +140,17 @@ func TestKeyByIP(t *testing.T) {
 		{"Forwarded oversized element stops", forwarded, proxy, fwd("for=198.51.100.1;host=" + strings.Repeat("h", 600)), "ip:10.0.0.1"},
 		{"Forwarded unknown stops", forwarded, proxy, fwd("for=6.6.6.6, for=unknown"), "ip:10.0.0.1"},
 		{"Forwarded obfuscated stops", forwarded, proxy, fwd("for=6.6.6.6, for=_hidden"), "ip:10.0.0.1"},
+		// RFC 7239, section 6.3: a proxy may hide the client's port
+		// and keep its address.
+		{"Forwarded obfuscated port", forwarded, proxy, fwd(`for="198.51.100.1:_a1.b_c-d"`), "ip:198.51.100.1"},
+		{"Forwarded v6 obfuscated port", forwarded, proxy, fwd(`for="[2001:db8:cafe::17]:_hidden"`), "ip:2001:db8:cafe::/64"},
+		{"Forwarded trusted obfuscated port skipped", forwarded, proxy, fwd(`for=198.51.100.1, for="10.0.0.5:_p"`), "ip:198.51.100.1"},
+		{"Forwarded obfuscated port, hops", one(ratelimit.IPConfig{TrustedHops: 1, Header: "Forwarded"}), "203.0.113.7:1", fwd(`for="198.51.100.1:_p"`), "ip:198.51.100.1"},
+		{"Forwarded bare _ port is garbage", forwarded, proxy, fwd(`for="198.51.100.1:_"`), "ip:10.0.0.1"},
+		{"Forwarded obfuscated port of a bad charset is garbage", forwarded, proxy, fwd(`for="198.51.100.1:_a+b"`), "ip:10.0.0.1"},
+		{"Forwarded unbracketed v6 with obfuscated port is garbage", forwarded, proxy, fwd(`for="2001:db8::1:_p"`), "ip:10.0.0.1"},
+		{"Forwarded obfuscated node with port stops", forwarded, proxy, fwd(`for=6.6.6.6, for="_hidden:_p"`), "ip:10.0.0.1"},
+		{"X-Forwarded-For has no obfuscated ports", trusted, proxy, xff("198.51.100.1:_p"), "ip:10.0.0.1"},
 		{"Forwarded element without for stops", forwarded, proxy, fwd("for=6.6.6.6, proto=https"), "ip:10.0.0.1"},
 		{"Forwarded twice for= stops", forwarded, proxy, fwd("for=6.6.6.6;for=198.51.100.1"), "ip:10.0.0.1"},
 		{"Forwarded quoted comma is garbage", forwarded, proxy, fwd(`for="6.6.6.6, for=198.51.100.1"`), "ip:10.0.0.1"},
