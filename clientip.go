@@ -112,11 +112,13 @@ const (
 // addresses in trusted ranges, and takes the first one that is not as the
 // client. The leftmost address, which the client wrote, is never believed
 // for being leftmost. An entry that is not an address (garbage, "unknown",
-// an obfuscated RFC 7239 identifier) ends the walk, since what lies to its
-// left was written by someone no trusted proxy vouches for. When the walk
-// finds no client (no header, only trusted addresses, garbage, or more
-// than 64 entries of proxies), the key is the direct peer's address: the
-// proxy's, shared by all such requests, never a value the client chose.
+// an obfuscated RFC 7239 node such as "_hidden") ends the walk, since what
+// lies to its left was written by someone no trusted proxy vouches for;
+// one whose port alone is obfuscated ("192.0.2.1:_p") is an address.
+// When the walk finds no client (no header, only trusted addresses,
+// garbage, or more than 64 entries of proxies), the key is the direct
+// peer's address: the proxy's, shared by all such requests, never a value
+// the client chose.
 //
 // IPv4-mapped IPv6 addresses count as IPv4 and zones are dropped. IPv6
 // clients are grouped by /64 (IPv6Bits), so one subscriber cannot dodge
@@ -403,14 +405,14 @@ func parseNode(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	var a netip.Addr
-	var err error
+	var ok bool
 	switch {
 	case s[0] == '[':
 		end := strings.IndexByte(s, ']')
 		if end < 0 || !optionalPort(s[end+1:]) || !addrBytes(s[1:end]) {
 			return netip.Addr{}, false
 		}
-		if a, err = netip.ParseAddr(s[1:end]); err != nil || !a.Is6() {
+		if a, ok = parseAddr(s[1:end]); !ok || !a.Is6() {
 			return netip.Addr{}, false
 		}
 	default:
@@ -424,15 +426,31 @@ func parseNode(s string) (netip.Addr, bool) {
 			if !optionalPort(s[i:]) {
 				return netip.Addr{}, false
 			}
-			if a, err = netip.ParseAddr(s[:i]); err != nil || !a.Is4() {
+			if a, ok = parseAddr(s[:i]); !ok || !a.Is4() {
 				return netip.Addr{}, false
 			}
-		} else if a, err = netip.ParseAddr(s); err != nil {
+		} else if a, ok = parseAddr(s); !ok {
 			return netip.Addr{}, false
 		}
 	}
-	a = a.Unmap().WithZone("")
+	a = a.Unmap()
 	if a.IsUnspecified() {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// parseAddr parses an IP address and an optional zone, which it drops
+// unread, as netip.ParseAddr would: a zone only after an IPv6 address, and
+// not empty. netip.ParseAddr would intern the zone, which allocates for
+// each one it has not seen, and a client can name a fresh one per entry.
+func parseAddr(s string) (netip.Addr, bool) {
+	s, zone, zoned := strings.Cut(s, "%")
+	if zoned && zone == "" {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || zoned && !a.Is6() {
 		return netip.Addr{}, false
 	}
 	return a, true
@@ -479,7 +497,8 @@ func optionalPort(s string) bool {
 // of visible characters other than a quote, a backslash, ';' and ','. An
 // element that breaks the grammar, that has no for= pair or two, or whose
 // quoted for= value holds an escape or a space, yields nothing: a header
-// the proxy did not write is never read as an address.
+// the proxy did not write is never read as an address. An obfuscated port
+// is dropped.
 func parseForwardedElement(s string) (netip.Addr, bool) {
 	if len(s) > maxElementLen {
 		return netip.Addr{}, false
@@ -494,7 +513,35 @@ func parseForwardedElement(s string) (netip.Addr, bool) {
 			return netip.Addr{}, false
 		}
 	}
-	return parseNode(val)
+	return parseNode(withoutObfport(val))
+}
+
+// withoutObfport returns the node v without its port if that is an
+// obfuscated one (RFC 7239, section 6.3: "_" and letters, digits, ".",
+// "_" or "-"), which hides the port but not the address: such a node
+// names its client as well as one with a port number.
+func withoutObfport(v string) string {
+	i := strings.LastIndexByte(v, ':')
+	if i < 0 || !obfuscated(v[i+1:]) {
+		return v
+	}
+	if node := v[:i]; strings.HasSuffix(node, "]") || !strings.Contains(node, ":") {
+		return node
+	}
+	return v // an unbracketed IPv6 address has no port
+}
+
+// obfuscated reports whether s is an obfuscated identifier of RFC 7239.
+func obfuscated(s string) bool {
+	if len(s) < 2 || s[0] != '_' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // forwardedFor returns the value of the last for= pair of an element as

@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -139,6 +140,17 @@ func TestKeyByIP(t *testing.T) {
 		{"Forwarded oversized element stops", forwarded, proxy, fwd("for=198.51.100.1;host=" + strings.Repeat("h", 600)), "ip:10.0.0.1"},
 		{"Forwarded unknown stops", forwarded, proxy, fwd("for=6.6.6.6, for=unknown"), "ip:10.0.0.1"},
 		{"Forwarded obfuscated stops", forwarded, proxy, fwd("for=6.6.6.6, for=_hidden"), "ip:10.0.0.1"},
+		// RFC 7239, section 6.3: a proxy may hide the client's port
+		// and keep its address.
+		{"Forwarded obfuscated port", forwarded, proxy, fwd(`for="198.51.100.1:_a1.b_c-d"`), "ip:198.51.100.1"},
+		{"Forwarded v6 obfuscated port", forwarded, proxy, fwd(`for="[2001:db8:cafe::17]:_hidden"`), "ip:2001:db8:cafe::/64"},
+		{"Forwarded trusted obfuscated port skipped", forwarded, proxy, fwd(`for=198.51.100.1, for="10.0.0.5:_p"`), "ip:198.51.100.1"},
+		{"Forwarded obfuscated port, hops", one(ratelimit.IPConfig{TrustedHops: 1, Header: "Forwarded"}), "203.0.113.7:1", fwd(`for="198.51.100.1:_p"`), "ip:198.51.100.1"},
+		{"Forwarded bare _ port is garbage", forwarded, proxy, fwd(`for="198.51.100.1:_"`), "ip:10.0.0.1"},
+		{"Forwarded obfuscated port of a bad charset is garbage", forwarded, proxy, fwd(`for="198.51.100.1:_a+b"`), "ip:10.0.0.1"},
+		{"Forwarded unbracketed v6 with obfuscated port is garbage", forwarded, proxy, fwd(`for="2001:db8::1:_p"`), "ip:10.0.0.1"},
+		{"Forwarded obfuscated node with port stops", forwarded, proxy, fwd(`for=6.6.6.6, for="_hidden:_p"`), "ip:10.0.0.1"},
+		{"X-Forwarded-For has no obfuscated ports", trusted, proxy, xff("198.51.100.1:_p"), "ip:10.0.0.1"},
 		{"Forwarded element without for stops", forwarded, proxy, fwd("for=6.6.6.6, proto=https"), "ip:10.0.0.1"},
 		{"Forwarded twice for= stops", forwarded, proxy, fwd("for=6.6.6.6;for=198.51.100.1"), "ip:10.0.0.1"},
 		{"Forwarded quoted comma is garbage", forwarded, proxy, fwd(`for="6.6.6.6, for=198.51.100.1"`), "ip:10.0.0.1"},
@@ -375,6 +387,33 @@ func TestKeyByIPAllocs(t *testing.T) {
 		})
 		assert.LessOrEqual(t, got, 1.0, "%s: allocations, want at most 1 (the key)", tt.name)
 	}
+}
+
+// A zone is dropped from the key, and must cost nothing to drop: netip
+// interns every zone it parses, so a client naming a fresh one per entry
+// would make each request allocate per entry and grow a table the whole
+// program shares.
+func TestKeyByIPZoneAllocs(t *testing.T) {
+	k := ratelimit.KeyByIP(keysTrusted)
+	const runs = 100
+	var reqs []*http.Request
+	for i := range runs + 1 { // AllocsPerRun makes one warm-up call
+		var entries []string
+		for j := range 8 {
+			entries = append(entries, fmt.Sprintf("2001:db8:ffff::%d%%z%d", j+1, i*8+j))
+		}
+		xff := "198.51.100.1, " + strings.Join(entries, ", ")
+		reqs = append(reqs, keysIPRequest("10.0.0.1:1", map[string][]string{"X-Forwarded-For": {xff}}))
+	}
+	i := 0
+	got := testing.AllocsPerRun(runs, func() {
+		key, err := k.Key(reqs[i])
+		i++
+		if err != nil || key != "ip:198.51.100.1" {
+			t.Fatalf("key %q, %v, want ip:198.51.100.1", key, err)
+		}
+	})
+	assert.LessOrEqual(t, got, 1.0, "allocations with 8 fresh zones a request, want at most 1 (the key)")
 }
 
 func BenchmarkKeyByIP(b *testing.B) {

@@ -167,7 +167,7 @@ func FuzzParseForwardedElement(f *testing.F) {
 		"for=192.0.2.60;proto=http;by=203.0.113.43", `for="[2001:db8:cafe::17]:4711"`, "For=198.51.100.1:80",
 		`for="1::%0";="`, `for="1.2.3.4";a="b"`, `for="1.2.3.4";a="b;for=5.6.7.8"`, `for="1.2.3.4\"`,
 		";;for=1.2.3.4;", "for = 1.2.3.4", "for=1.2.3.4;proto=h\"ttp", `proto="\\";for=[::1]`, "for=unknown",
-		"for=1.2.3.4 by=5.6.7.8",
+		"for=1.2.3.4 by=5.6.7.8", `for="1.2.3.4:_p"`, `for="[::1]:_a.b-c_d"`, `for="::1:_p"`, `for="1.2.3.4:_"`,
 	} {
 		f.Add(s)
 	}
@@ -182,11 +182,15 @@ var (
 	keysFwdValue  = `(?:"(?:[\t \x21\x23-\x5b\x5d-\x7e\x{80}-\x{10ffff}]|\\[\t \x21-\x7e\x{80}-\x{10ffff}])*"|[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]+)`
 	keysFwdPair   = regexp.MustCompile("(" + keysFwdToken + ")=(" + keysFwdValue + ")")
 	keysFwdSyntax = regexp.MustCompile("^[ \t]*(?:" + keysFwdToken + "=" + keysFwdValue + ")?(?:[ \t]*;[ \t]*(?:" + keysFwdToken + "=" + keysFwdValue + ")?)*[ \t]*$")
+	// A node with an obfuscated port (section 6.3), an IPv6 address
+	// bracketed: group 1 is the node without it.
+	keysFwdObfport = regexp.MustCompile(`^([^:]*|\[.*\]):_[A-Za-z0-9._-]+$`)
 )
 
 // checkForwardedElement fails t unless parseForwardedElement(e) yields
 // exactly what the reference grammar does: the address of the one for=
-// pair, whose quoted value holds no escape and no space.
+// pair, whose quoted value holds no escape and no space, without an
+// obfuscated port.
 func checkForwardedElement(t *testing.T, e string) {
 	got, ok := parseForwardedElement(e)
 	var want netip.Addr
@@ -206,6 +210,9 @@ func checkForwardedElement(t *testing.T, e string) {
 				wantOK = !strings.ContainsAny(v, "\\ \t")
 			}
 			if wantOK {
+				if m := keysFwdObfport.FindStringSubmatch(v); m != nil {
+					v = m[1]
+				}
 				want, wantOK = parseNode(v)
 			}
 		}
