@@ -219,15 +219,30 @@ func (l *lease) expire() *grant {
 
 // release gives back the unused slots of each of grants, skipping nil
 // ones. The slots are the store's, not the request's that found them: they
-// go back, within the store's timeout, though ctx has ended, since nothing
-// else would return them.
+// go back though ctx's caller has gone, since nothing else would return
+// them; but within ctx's deadline, the request's own, so that a request
+// that gives slots back still waits for Redis at most one timeout in all.
+// A grant not given back by then is counted as a failed call: its slots
+// stay counted in Redis until they leave their windows.
 func (s *Store) release(ctx context.Context, grants ...*grant) {
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	for _, g := range grants {
 		if g != nil {
 			s.giveBack(ctx, g)
 		}
 	}
+}
+
+// detached returns ctx without its cancellation but with its deadline, if
+// it has one: a call made for the store, not for ctx's caller, that must
+// still end when the caller's request would have.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	dctx := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(dctx, dl)
+	}
+	return dctx, func() {}
 }
 
 // giveBack gives back g's unused slots in one call, counting a failure.

@@ -46,6 +46,14 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	caller := ctx
+	if s.leases != nil {
+		// One timeout for the call and the returns of the key's lease
+		// around it (see release).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
 	s.dropLease(ctx, key, set, false)
 	_, err := s.fcall(ctx, fnReset, false, keys(s.prefix, key, set, true), s.args(set, 1, 0))
 	s.dropLease(ctx, key, set, true)
@@ -59,7 +67,7 @@ func (s *Store) Reset(ctx context.Context, key string, set ratelimit.PolicySet) 
 		}
 	}
 	if err != nil {
-		return s.failed(ctx, err)
+		return s.failed(caller, err)
 	}
 	return nil
 }

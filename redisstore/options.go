@@ -86,9 +86,10 @@ func WithPrefix(prefix string) Option {
 }
 
 // WithTimeout bounds every call to Redis to d (default DefaultTimeout),
-// counted from when Take is called. A call that runs out of time is a
-// failure, handled by the FailurePolicy; it may still have been counted in
-// Redis.
+// counted from when Take is called; with leases on, a Take or Reset waits
+// for Redis at most d in all, the returns of the leases it ends included.
+// A call that runs out of time is a failure, handled by the
+// FailurePolicy; it may still have been counted in Redis.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

@@ -173,8 +173,8 @@ func (s *Store) Take(ctx context.Context, key string, set ratelimit.PolicySet, c
 	caller := ctx
 	if s.leases != nil {
 		// The timeout is counted from here: it bounds the wait for
-		// another request's ask of a lease, and what is given back
-		// first, too.
+		// another request's ask of a lease, and the return of the
+		// leases this request ends, too (see release).
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
@@ -278,10 +278,7 @@ func (s *Store) leased(ctx context.Context, key string, set ratelimit.PolicySet,
 func (s *Store) ask(ctx context.Context, key string, set ratelimit.PolicySet, cost, want int, ask chan struct{}, sent int64) (taken, error) {
 	t, err := taken{}, ctx.Err()
 	if err == nil {
-		cctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
-		if dl, ok := ctx.Deadline(); ok {
-			cctx, cancel = context.WithDeadline(cctx, dl)
-		}
+		cctx, cancel := detached(ctx)
 		t, err = s.call(cctx, key, set, cost, want)
 		cancel()
 	}
