@@ -50,6 +50,10 @@ func Example() {
 	st, err := redisstore.New(rdb,
 		redisstore.WithFailurePolicy(redisstore.FailLocal),
 		redisstore.WithPrefix(examplePrefix()),
+		// More than the default 50 ms, for a machine too busy to load
+		// the library and answer within it: a call that timed out would
+		// be counted both here and, maybe, in Redis.
+		redisstore.WithTimeout(time.Second),
 	)
 	if err != nil {
 		panic(err)
@@ -85,7 +89,8 @@ func Example() {
 func Example_plan() {
 	rdb := exampleClient()
 	defer rdb.Close()
-	st, err := redisstore.New(rdb, redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithPrefix(examplePrefix()))
+	st, err := redisstore.New(rdb, redisstore.WithFailurePolicy(redisstore.FailLocal), redisstore.WithPrefix(examplePrefix()),
+		redisstore.WithTimeout(time.Second)) // as in Example
 	if err != nil {
 		panic(err)
 	}
