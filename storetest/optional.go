@@ -182,6 +182,9 @@ func (s *suite) refundCase(t *testing.T) {
 	for _, a := range s.cfg.algorithms {
 		t.Run(a.String()+", a cost of 2 in every policy", func(t *testing.T) { s.refundCost(t, a) })
 	}
+	for _, a := range s.cfg.algorithms {
+		t.Run(a.String()+", more than counted", func(t *testing.T) { s.refundBeyondCount(t, a) })
+	}
 	t.Run("exact instants", s.refundExactInstants)
 	t.Run("the oldest instant", s.refundOldest)
 	t.Run("counter, previous window", s.refundPreviousWindow)
@@ -208,6 +211,24 @@ func (s *suite) refundCost(t *testing.T, a ratelimit.Algorithm) {
 	}
 	if res := take(t, st, "k", ps, 1); res.Allowed {
 		t.Errorf("then: %+v, want refused", res)
+	}
+}
+
+// refundBeyondCount: refunds of more than was counted, a request refunded
+// twice or with a greater cost, leave a key its full quota and no more:
+// with one request of 3 counted, after such refunds 3 fit, not a fourth.
+func (s *suite) refundBeyondCount(t *testing.T, a ratelimit.Algorithm) {
+	st, _ := s.store(t)
+	ctx := context.Background()
+	ps := set(t, policy("p", 3, time.Hour, a))
+	at := take(t, st, "k", ps, 1).At
+	for _, cost := range []int{1, 1, 3} {
+		if err := st.Refund(ctx, "k", ps, cost, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := takeN(t, st, "k", ps, 4); n != 3 {
+		t.Errorf("after refunds of 5 of 1 request counted: %d of 4 allowed, want 3 (a full quota, no more)", n)
 	}
 }
 

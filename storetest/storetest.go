@@ -24,8 +24,9 @@
 // once idle, beside keys whose counts it must keep; context
 // cancellation; Peek, of a key never seen under every algorithm too,
 // Reset and Refund, of a cost above one and of the very instants counted,
-// refunds after a Reset and refunds of a share GCRA has refilled, which
-// change nothing; calendar
+// refunds of more than was counted, which leave no more than a full
+// quota, refunds after a Reset and refunds of a share GCRA has refilled,
+// which change nothing; calendar
 // periods across month ends, leap days and changes of daylight saving
 // time; a clock that steps back; and limits that change, counting on where the old limit left off,
 // under a Limiter whose lookup changes them while 32 goroutines send, and
