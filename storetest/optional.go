@@ -35,6 +35,12 @@ func (s *suite) peekCase(t *testing.T) {
 	if res := peek(t, st, "unseen", ps); !res.Allowed || res.Remaining != 3 || res.Limit != 3 || res.Policy != "minute" || res.Reset != 0 {
 		t.Errorf("a key never seen: %+v, want its full quota: allowed, minute with 3 remaining, no reset", res)
 	}
+	for _, a := range s.cfg.algorithms {
+		one := set(t, policy("p", 3, time.Minute, a))
+		if res := peek(t, st, "unseen", one); !res.Allowed || res.Remaining != 3 || res.Reset != 0 {
+			t.Errorf("%v: a key never seen: %+v, want its full quota: allowed with 3 remaining, no reset", a, res)
+		}
+	}
 	take(t, st, "k", ps, 1)
 	take(t, st, "k", ps, 1)
 	for i := range 5 {
@@ -176,6 +182,9 @@ func (s *suite) refundCase(t *testing.T) {
 	for _, a := range s.cfg.algorithms {
 		t.Run(a.String()+", a cost of 2 in every policy", func(t *testing.T) { s.refundCost(t, a) })
 	}
+	for _, a := range s.cfg.algorithms {
+		t.Run(a.String()+", more than counted", func(t *testing.T) { s.refundBeyondCount(t, a) })
+	}
 	t.Run("exact instants", s.refundExactInstants)
 	t.Run("the oldest instant", s.refundOldest)
 	t.Run("counter, previous window", s.refundPreviousWindow)
@@ -202,6 +211,24 @@ func (s *suite) refundCost(t *testing.T, a ratelimit.Algorithm) {
 	}
 	if res := take(t, st, "k", ps, 1); res.Allowed {
 		t.Errorf("then: %+v, want refused", res)
+	}
+}
+
+// refundBeyondCount: refunds of more than was counted, a request refunded
+// twice or with a greater cost, leave a key its full quota and no more:
+// with one request of 3 counted, after such refunds 3 fit, not a fourth.
+func (s *suite) refundBeyondCount(t *testing.T, a ratelimit.Algorithm) {
+	st, _ := s.store(t)
+	ctx := context.Background()
+	ps := set(t, policy("p", 3, time.Hour, a))
+	at := take(t, st, "k", ps, 1).At
+	for _, cost := range []int{1, 1, 3} {
+		if err := st.Refund(ctx, "k", ps, cost, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := takeN(t, st, "k", ps, 4); n != 3 {
+		t.Errorf("after refunds of 5 of 1 request counted: %d of 4 allowed, want 3 (a full quota, no more)", n)
 	}
 }
 
@@ -500,7 +527,8 @@ func (s *suite) refundAfterReset(t *testing.T) {
 
 // lateRefund: GCRA gives back only what of a request's share has not
 // refilled. Limit 2 per 10 s: A at 0 s; at 7 s B and C fit and D does not;
-// A's share refilled long ago, so refunding it frees nothing.
+// A's share refilled long ago, so refunding it frees nothing, and takes
+// nothing either: the standing is as before the refund.
 func (s *suite) lateRefund(t *testing.T) {
 	s.skipUnless(t, ratelimit.Policy{Algorithm: ratelimit.GCRA})
 	st, clk := s.store(t)
@@ -511,8 +539,14 @@ func (s *suite) lateRefund(t *testing.T) {
 	if n := takeN(t, st, "k", ps, 3); n != 2 {
 		t.Fatalf("at 7 s: %d of 3 allowed, want 2", n)
 	}
+	before := peek(t, st, "k", ps)
 	if err := st.Refund(ctx, "k", ps, 1, a.At); err != nil {
 		t.Fatal(err)
+	}
+	after := peek(t, st, "k", ps)
+	before.At, after.At = time.Time{}, time.Time{}
+	if after != before {
+		t.Errorf("refunding A, whose share refilled: peek %+v, before the refund %+v", after, before)
 	}
 	if res := take(t, st, "k", ps, 1); res.Allowed {
 		t.Errorf("after refunding A, whose share refilled: %+v, want refused (B and C fill the bucket)", res)

@@ -22,9 +22,11 @@
 // traffic; refusals repeated while a client floods; cost rules and invalid
 // arguments; expiry, and a flood of new keys, which a store may forget
 // once idle, beside keys whose counts it must keep; context
-// cancellation; Peek, Reset and Refund, of a cost above one and of the
-// very instants counted, refunds after a Reset and refunds of a share
-// GCRA has refilled; calendar
+// cancellation; Peek, of a key never seen under every algorithm too,
+// Reset and Refund, of a cost above one and of the very instants counted,
+// refunds of more than was counted, which leave no more than a full
+// quota, refunds after a Reset and refunds of a share GCRA has refilled,
+// which change nothing; calendar
 // periods across month ends, leap days and changes of daylight saving
 // time; a clock that steps back; and limits that change, counting on where the old limit left off,
 // under a Limiter whose lookup changes them while 32 goroutines send, and
