@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -81,9 +83,13 @@ func New(limit int, window time.Duration, key Keyer, opts ...Option) (*Limiter, 
 }
 
 // limiterScope returns the scope of a limiter's sets in the store: a
-// digest of its default policies, limits included, in the order given, so
-// that limiters configured alike share counts and others never do.
+// digest of its default policies, limits included, so that limiters
+// configured alike share counts and others never do. They are taken in
+// their set's order, by name, since the order they were given in means
+// nothing else.
 func limiterScope(ps []Policy) string {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b Policy) int { return strings.Compare(a.Name, b.Name) })
 	h := sha256.New()
 	for _, p := range ps {
 		fmt.Fprintf(h, "%q %d %d %d %s\n", p.Name, p.Limit, p.Window, p.Algorithm, locationName(p.Location))

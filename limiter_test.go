@@ -359,3 +359,31 @@ func TestPeekAndResetReportStoreErrors(t *testing.T) {
 	assert.ErrorIs(t, err, boom, "Peek")
 	assert.ErrorIs(t, l.Reset(context.Background(), "ip:192.0.2.1"), boom, "Reset")
 }
+
+// Limiters on one store share counts when configured alike: with the same
+// default policies, in whatever order WithPolicies gives them, since a
+// set's order means nothing; and not when a limit differs.
+func TestLimitersConfiguredAlikeShareCounts(t *testing.T) {
+	st, err := ratelimit.NewMemoryStore(ratelimit.MemoryConfig{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	hourly := ratelimit.Policy{Name: "hourly", Limit: 100, Window: time.Hour}
+	daily := ratelimit.Policy{Name: "daily", Limit: 1000, Window: 24 * time.Hour}
+	limiter := func(limit int, ps ...ratelimit.Policy) *ratelimit.Limiter {
+		return newLimiter(t, limit, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(st), ratelimit.WithPolicies(ps...))
+	}
+	a := limiter(10, hourly, daily)
+	d := a.Allow(context.Background(), "ip:192.0.2.1", 1)
+	require.Equal(t, ratelimit.Serve, d.Outcome, "a's first request")
+	for name, l := range map[string]*ratelimit.Limiter{
+		"reordered WithPolicies": limiter(10, daily, hourly),
+		"same order":             limiter(10, hourly, daily),
+	} {
+		p, err := l.Peek(context.Background(), "ip:192.0.2.1")
+		require.NoError(t, err, name)
+		assert.Equal(t, 9, p.Remaining, "%s: remaining after a's request", name)
+	}
+	p, err := limiter(11, hourly, daily).Peek(context.Background(), "ip:192.0.2.1")
+	require.NoError(t, err)
+	assert.Equal(t, 11, p.Remaining, "another default limit: remaining")
+}
