@@ -247,14 +247,18 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // giveBack gives back g's unused slots in one call, counting a failure.
 // It reports whether the call failed after waiting out the whole timeout,
-// as every call does while Redis hangs.
+// as every call does while Redis hangs. A refusal remembered while the
+// slots were counted may be stale once they are back, as after a Refund:
+// it is forgotten then (or once the call failed, which it may not have).
 func (s *Store) giveBack(ctx context.Context, g *grant) (hung bool) {
 	args := append(s.args(g.set, 0, g.at.UnixMicro()), g.unused)
 	for _, m := range g.marks {
 		args = append(args, m)
 	}
 	start := time.Now()
-	if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, g.key, g.set, true), args); err != nil {
+	_, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, g.key, g.set, true), args)
+	s.invalidate(g.key, g.set)
+	if err != nil {
 		s.fail(err)
 		return time.Since(start) >= s.timeout
 	}

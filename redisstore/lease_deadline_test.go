@@ -17,8 +17,9 @@ import (
 // heldReturns holds every call of the release function (the return of a
 // lease's unused slots) until open is called.
 type heldReturns struct {
-	gate chan struct{}
-	once sync.Once
+	gate    chan struct{}
+	once    sync.Once
+	reached chan struct{} // if not nil, a value for each call held
 }
 
 func (h *heldReturns) open() { h.once.Do(func() { close(h.gate) }) }
@@ -28,6 +29,12 @@ func (h *heldReturns) DialHook(next redis.DialHook) redis.DialHook { return next
 func (h *heldReturns) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if cmd.Name() == "fcall" && strings.HasPrefix(cmd.Args()[1].(string), "ratelimit_release_") {
+			if h.reached != nil {
+				select {
+				case h.reached <- struct{}{}:
+				default:
+				}
+			}
 			select {
 			case <-h.gate:
 			case <-ctx.Done():
