@@ -25,7 +25,9 @@ import (
 // then admits requests of the key from the lease, locally, until the
 // slots are used up or the lease's time (at most maxLease) ends; a
 // janitor gives the unused slots back then, or the next request of the
-// key, first.
+// key, first. Redis counts them until they are back: the key's requests
+// that the lease cannot admit wait for the return meanwhile, within
+// their deadlines, rather than be refused for want of them.
 //
 // Why no window ever holds more than the limit: a decision anywhere counts
 // every slot granted before it, and a lease's slots are used after it was
@@ -90,6 +92,12 @@ type lease struct {
 	// reset is the ask a Reset of the key overtook: its grant may count
 	// slots the Reset deleted, so it is given back, not admitted from.
 	reset chan struct{}
+	// returning is closed once the unused slots of the key's last grant
+	// are back (or their return failed): until then Redis counts them,
+	// and the key's requests that the lease cannot admit wait for it
+	// rather than be refused for want of them. nil when none is on its
+	// way.
+	returning chan struct{}
 }
 
 func newLeases() *leases { return &leases{seed: maphash.MakeSeed()} }
@@ -114,6 +122,7 @@ func (t *leases) of(key string, set ratelimit.PolicySet, now int64) (*lease, *gr
 		stale = l.expire()
 		l.key, l.set = strings.Clone(key), set
 		l.left, l.marks, l.hits, l.prev, l.period, l.asking, l.quiet = 0, nil, 0, 0, 0, nil, 0
+		l.returning = nil // the other key's
 	case !sameLimits(l.set, set):
 		stale = l.expire()
 		l.set = set
@@ -154,6 +163,14 @@ func (l *lease) admit(cost int, now int64) (res ratelimit.Result, ok bool, wait 
 	}
 	if l.asking != nil {
 		return res, false, l.asking, 0, nil, nil
+	}
+	if l.returning != nil {
+		select {
+		case <-l.returning:
+			l.returning = nil
+		default:
+			return res, false, l.returning, 0, nil, nil
+		}
 	}
 	if l.left > 0 && now >= l.until {
 		give = l.expire()
@@ -204,17 +221,28 @@ type grant struct {
 	unused int
 	at     time.Time
 	marks  []int64
+	// back, if not nil, is the lease's returning: closed once given
+	// back, or not.
+	back chan struct{}
 }
 
-// expire ends the current grant and returns its unused slots, or nil. The
-// caller holds l.mu.
+// expire ends the current grant and returns its unused slots, or nil,
+// which the key's requests wait for (see lease.returning). The caller
+// holds l.mu.
 func (l *lease) expire() *grant {
 	if l.left == 0 {
 		return nil
 	}
-	g := &grant{key: l.key, set: l.set, unused: l.left, at: l.grant, marks: l.marks}
-	l.left = 0
+	g := &grant{key: l.key, set: l.set, unused: l.left, at: l.grant, marks: l.marks, back: make(chan struct{})}
+	l.left, l.returning = 0, g.back
 	return g
+}
+
+// returned tells the requests waiting for g that its return is over.
+func (g *grant) returned() {
+	if g.back != nil {
+		close(g.back)
+	}
 }
 
 // release gives back the unused slots of each of grants, skipping nil
@@ -230,6 +258,7 @@ func (s *Store) release(ctx context.Context, grants ...*grant) {
 	for _, g := range grants {
 		if g != nil {
 			s.giveBack(ctx, g)
+			g.returned()
 		}
 	}
 }
@@ -247,18 +276,14 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // giveBack gives back g's unused slots in one call, counting a failure.
 // It reports whether the call failed after waiting out the whole timeout,
-// as every call does while Redis hangs. A refusal remembered while the
-// slots were counted may be stale once they are back, as after a Refund:
-// it is forgotten then (or once the call failed, which it may not have).
+// as every call does while Redis hangs.
 func (s *Store) giveBack(ctx context.Context, g *grant) (hung bool) {
 	args := append(s.args(g.set, 0, g.at.UnixMicro()), g.unused)
 	for _, m := range g.marks {
 		args = append(args, m)
 	}
 	start := time.Now()
-	_, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, g.key, g.set, true), args)
-	s.invalidate(g.key, g.set)
-	if err != nil {
+	if _, err := s.fcall(ctx, fnRelease, false, keys(s.prefix, g.key, g.set, true), args); err != nil {
 		s.fail(err)
 		return time.Since(start) >= s.timeout
 	}
@@ -319,9 +344,12 @@ func (s *Store) giveBackAll(grants []*grant) {
 	var wg sync.WaitGroup
 	var hung atomic.Bool
 	calls := make(chan struct{}, sweepCalls)
-	for _, g := range grants {
+	for i, g := range grants {
 		calls <- struct{}{}
 		if hung.Load() && s.closed.Load() {
+			for _, g := range grants[i:] {
+				g.returned() // dropped: no request waits for it
+			}
 			break
 		}
 		wg.Go(func() {
@@ -329,6 +357,7 @@ func (s *Store) giveBackAll(grants []*grant) {
 			if s.giveBack(context.Background(), g) {
 				hung.Store(true)
 			}
+			g.returned()
 		})
 	}
 	wg.Wait()
