@@ -24,7 +24,7 @@
 // once idle, beside keys whose counts it must keep; context
 // cancellation; Peek, Reset and Refund, of a cost above one and of the
 // very instants counted, refunds after a Reset and refunds of a share
-// GCRA has refilled; calendar
+// GCRA has refilled, or of an instant still to come; calendar
 // periods across month ends, leap days and changes of daylight saving
 // time; a clock that steps back; and limits that change, counting on where the old limit left off,
 // under a Limiter whose lookup changes them while 32 goroutines send, and
@@ -143,6 +143,7 @@ func (s *suite) cases() []suiteCase {
 		{"RefundAfterReset", true, s.refundAfterReset},
 		{"LateRefund", true, s.lateRefund},
 		{"RefundLeftWindow", true, s.refundLeftWindow},
+		{"RefundToCome", true, s.refundToCome},
 		{"ResetAlgorithms", true, s.resetAlgorithms},
 		{"Calendar", true, s.calendarCase},
 		{"LimitChange", true, s.limitChange},
