@@ -234,3 +234,83 @@ func TestLeaseEndsWithItsWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiryCoversOddWindows: on the server's own clock, every state the
+// library writes lasts until it stops mattering, for windows that are no
+// whole number of milliseconds (a third of a second), where an expiry
+// rounded down to the millisecond ends too soon: a log until its newest
+// instant leaves the window, a counter until its window's successor ends,
+// a GCRA bucket until it is full again. The key lives through the
+// millisecond PEXPIRETIME names.
+func TestExpiryCoversOddWindows(t *testing.T) {
+	ctx := context.Background()
+	c := sharedClient(t)
+	p := testPrefix(t, c)
+	if err := c.FunctionLoadReplace(ctx, redisstore.Library).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const w = 333_333 // µs
+	for _, algo := range []string{"l", "c", "g"} {
+		for _, keys := range [][]string{{p + "{" + algo + "}:one"}, {p + "{" + algo + "}:two", p + "{" + algo + "}:loose"}} {
+			args := []any{1, 0, algo, 1000, w} // GCRA: an interval of 334 µs
+			if len(keys) > 1 {
+				args = append(args, "g", 1_000_000_000, w)
+			}
+			for i := range 100 {
+				until, expiry, now := takeDeadline(t, c, algo, keys, w, args)
+				if (expiry+1)*1000 < until {
+					t.Fatalf("%s in a set of %d, take %d at %d µs: the state expires after %d ms, before it stops mattering at %d µs",
+						algo, len(keys), i, now, expiry, until)
+				}
+			}
+		}
+	}
+}
+
+// takeDeadline takes under keys with args and reads, in the same
+// transaction (where no key expires), the state of the first policy, of
+// algorithm algo over a window of w µs; it returns when the state stops
+// mattering (µs), its expiry (PEXPIRETIME, ms) and the server's time (µs).
+func takeDeadline(t *testing.T, c *redis.Client, algo string, keys []string, w int64, args []any) (until, expiry, now int64) {
+	t.Helper()
+	ctx := context.Background()
+	k := keys[0]
+	var tm *redis.TimeCmd
+	var newest *redis.StringSliceCmd
+	var v *redis.StringCmd
+	var at *redis.DurationCmd
+	if _, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.FCall(ctx, redisstore.FnTake, keys, args...)
+		tm = pipe.Time(ctx)
+		if algo == "l" {
+			newest = pipe.LRange(ctx, k, -1, -1)
+		} else {
+			v = pipe.Get(ctx, k)
+		}
+		at = pipe.PExpireTime(ctx, k)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	switch algo {
+	case "l":
+		x, err := strconv.ParseInt(newest.Val()[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		until = x + w
+	case "c":
+		idx, err := strconv.ParseInt(strings.SplitN(v.Val(), ":", 2)[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		until = idx*w + 2*w
+	default:
+		tat, err := strconv.ParseInt(v.Val(), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		until = tat
+	}
+	return until, at.Val().Milliseconds(), tm.Val().UnixMicro()
+}
