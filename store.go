@@ -52,7 +52,8 @@ import (
 // refund of requests counted at the very instant the store forgot counts,
 // by a Reset of this key or of another, or otherwise, may be ignored: they
 // stay counted. Refunding requests that have left the window changes
-// nothing, and refunding more than was counted (a request refunded twice,
+// nothing, and so does a refund at an instant the store's clock has not
+// reached; refunding more than was counted (a request refunded twice,
 // say) leaves the key its full quota, never more.
 //
 // Take, Peek and Refund return an error, having changed nothing, for an

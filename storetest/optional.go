@@ -610,6 +610,35 @@ func (s *suite) refundLeftWindow(t *testing.T) {
 	t.Run("counter, still weighed", s.refundLeftWeighedWindow)
 }
 
+// refundToCome: a refund names the instant its requests were counted at,
+// which the store's clock has reached. One at an instant still to come
+// (sent by a clock ahead of the store's) takes back nothing, for each
+// algorithm: with 3 of 3 taken, a refund of one a second from now leaves
+// the key as it was, and a fourth request refused.
+func (s *suite) refundToCome(t *testing.T) {
+	for _, a := range s.cfg.algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			st, clk := s.store(t)
+			ps := set(t, policy("p", 3, time.Hour, a))
+			if n := takeN(t, st, "k", ps, 3); n != 3 {
+				t.Fatalf("%d of 3 allowed, want 3", n)
+			}
+			before := peek(t, st, "k", ps)
+			if err := st.Refund(context.Background(), "k", ps, 1, clk.Now().Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			after := peek(t, st, "k", ps)
+			before.At, after.At = time.Time{}, time.Time{}
+			if after != before {
+				t.Errorf("after a refund at a second from now: peek %+v, before it %+v", after, before)
+			}
+			if res := take(t, st, "k", ps, 1); res.Allowed {
+				t.Errorf("a fourth request after a refund at a second from now: %+v, want refused", res)
+			}
+		})
+	}
+}
+
 // refundLeftWeighedWindow: a request that has left the rolling window,
 // exactly one window old as an instant of the log leaves it, is not taken
 // back by the window counter, though the fixed window it fell in still

@@ -25,8 +25,8 @@
 // cancellation; Peek, of a key never seen under every algorithm too,
 // Reset and Refund, of a cost above one and of the very instants counted,
 // refunds of more than was counted, which leave no more than a full
-// quota, refunds after a Reset and refunds of a share GCRA has refilled,
-// which change nothing; calendar
+// quota, refunds after a Reset, of a share GCRA has refilled and of an
+// instant still to come, which change nothing; calendar
 // periods across month ends, leap days and changes of daylight saving
 // time; a clock that steps back; and limits that change, counting on where the old limit left off,
 // under a Limiter whose lookup changes them while 32 goroutines send, and
@@ -145,6 +145,7 @@ func (s *suite) cases() []suiteCase {
 		{"RefundAfterReset", true, s.refundAfterReset},
 		{"LateRefund", true, s.lateRefund},
 		{"RefundLeftWindow", true, s.refundLeftWindow},
+		{"RefundToCome", true, s.refundToCome},
 		{"ResetAlgorithms", true, s.resetAlgorithms},
 		{"Calendar", true, s.calendarCase},
 		{"LimitChange", true, s.limitChange},
