@@ -52,6 +52,59 @@ func TestLimitsCacheBounded(t *testing.T) {
 	assert.LessOrEqual(t, count(), maxCachedKeys, "keys cached")
 }
 
+// The cache holds up to maxCachedKeys keys before it makes room, and
+// making room never drops the answer it is storing: a client whose lookup
+// just answered is not looked up again on its next request. Which keys go
+// is the map's order, so the answer stored is checked over many rounds.
+func TestLimitsCacheKeepsWhatItStores(t *testing.T) {
+	c := &limitsCache{now: func() int64 { return 0 }}
+	fresh := func() *cached { return &cached{expires: int64(time.Minute)} }
+	count := func() int {
+		n := 0
+		c.keys.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	next := 0
+	fill := func(n int) {
+		for range n {
+			c.store(strconv.Itoa(next), fresh())
+			next++
+		}
+	}
+	fill(maxCachedKeys)
+	require.Equal(t, maxCachedKeys, count(), "keys cached at the bound")
+	for round := range 30 {
+		key := "new-" + strconv.Itoa(round)
+		c.store(key, fresh())
+		_, ok := c.keys.Load(key)
+		require.True(t, ok, "round %d: the key stored as the cache made room", round)
+		require.Equal(t, maxCachedKeys*3/4, count(), "round %d: keys left", round)
+		fill(maxCachedKeys - count())
+	}
+}
+
+// Making room, the cache drops expired answers first, an answer expiring
+// at this very instant among them, and keeps every fresh one while
+// expired ones are left.
+func TestLimitsCacheMakesRoomFromExpiredFirst(t *testing.T) {
+	const now = int64(time.Hour)
+	c := &limitsCache{now: func() int64 { return now }}
+	for i := range maxCachedKeys {
+		expires := now // expired now: planOf serves only now < expires
+		if i%2 == 0 {
+			expires = now + int64(time.Minute)
+		}
+		c.store(strconv.Itoa(i), &cached{expires: expires})
+	}
+	c.store("new", &cached{expires: now + int64(time.Minute)})
+	for i := 0; i < maxCachedKeys; i += 2 {
+		_, ok := c.keys.Load(strconv.Itoa(i))
+		require.True(t, ok, "fresh key %d cached", i)
+	}
+	_, ok := c.keys.Load("new")
+	assert.True(t, ok, "the key stored as the cache made room")
+}
+
 // WithLimits' sets group the memory store's entries by their IDs: clients
 // of distinct limits under the same names, windows and algorithms share one
 // group, and each quota of its own (a window, a name) makes one, which the

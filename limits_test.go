@@ -211,6 +211,10 @@ func TestLimitsLookupSlowOrPanics(t *testing.T) {
 		assert.Equal(t, int64(32), fails.Load(), "requests failed for the lookup's deadline")
 		assert.Equal(t, int64(1), c.lookups.Load(), "one lookup for 32 waiting requests")
 		assert.Len(t, c.errors(), 1, "OnError calls")
+		// The failure is cached for a second at most, however long the ttl.
+		c.clk.Advance(time.Second)
+		c.l.Allow(context.Background(), "apikey:a", 1)
+		assert.Equal(t, int64(2), c.lookups.Load(), "lookups a second later")
 	})
 	t.Run("panics", func(t *testing.T) {
 		c := newLimitsCase(t, time.Minute, func(context.Context, string) ([]ratelimit.Policy, error) { panic("nil map") })
@@ -257,6 +261,38 @@ func TestLimitsCachedCostsNoLookup(t *testing.T) {
 		c.l.Allow(context.Background(), "apikey:b", 1)
 	}
 	assert.Equal(t, int64(2), c.lookups.Load(), "one more for another client")
+	// The default policies, a nil answer, are cached for the ttl too.
+	c.clk.Advance(59 * time.Second)
+	c.l.Allow(context.Background(), "apikey:b", 1)
+	assert.Equal(t, int64(2), c.lookups.Load(), "lookups within the ttl of a nil answer")
+	c.clk.Advance(time.Second)
+	c.l.Allow(context.Background(), "apikey:b", 1)
+	assert.Equal(t, int64(3), c.lookups.Load(), "lookups once the ttl of a nil answer has passed")
+}
+
+// A request that stops waiting for its client's lookup (its client went
+// away) does not end the lookup: the requests of the client that wait for
+// it, or come after, get its answer.
+func TestLimitsLookupOutlivesTheRequestThatAsked(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	c := newLimitsCase(t, time.Minute, func(context.Context, string) ([]ratelimit.Policy, error) {
+		started <- struct{}{}
+		<-release
+		return []ratelimit.Policy{{Name: "pro", Limit: 1000, Window: time.Minute}}, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan ratelimit.Decision)
+	go func() { first <- c.l.Allow(ctx, "apikey:a", 1) }()
+	<-started
+	cancel()
+	d := <-first
+	assert.Equal(t, ratelimit.Fail, d.Outcome, "the request that gave up")
+	assert.ErrorIs(t, d.Err, context.Canceled, "the request that gave up")
+	close(release)
+	d = c.l.Allow(context.Background(), "apikey:a", 1)
+	assert.Equal(t, ratelimit.Serve, d.Outcome, "the next request: %v", d.Err)
+	assert.Equal(t, 1000, d.Result.Limit, "the next request's limit")
+	assert.Equal(t, int64(1), c.lookups.Load(), "lookups")
 }
 
 // A flood of keys the cache does not hold calls the lookup at most
@@ -265,6 +301,7 @@ func TestLimitsCachedCostsNoLookup(t *testing.T) {
 // no turn within the lookup's timeout and are answered as a failed
 // lookup, and a turn comes back only when its lookup returns.
 func TestLimitsLookupsInFlightAreCapped(t *testing.T) {
+	require.Equal(t, 16, ratelimit.MaxLookups, "the cap WithLimits documents")
 	const n = 4 * ratelimit.MaxLookups
 	started, returned, release := make(chan struct{}, n+4), make(chan struct{}, n+4), make(chan struct{})
 	var inFlight, peak atomic.Int64
@@ -347,4 +384,23 @@ func TestLimitsBurstOfNewCustomersIsServed(t *testing.T) {
 func peakAt(peak *atomic.Int64, v int64) {
 	for p := peak.Load(); v > p && !peak.CompareAndSwap(p, v); p = peak.Load() {
 	}
+}
+
+// Clients whose policies differ in their algorithm alone are counted each
+// by its own: GCRA lets a client of 5 a minute back in 12 s after a burst
+// of 5, a sliding log only once the minute has passed.
+func TestLimitsPoliciesDifferingInAlgorithmAlone(t *testing.T) {
+	algos := map[string]ratelimit.Algorithm{"apikey:log": ratelimit.SlidingLog, "apikey:gcra": ratelimit.GCRA}
+	c := newLimitsCase(t, time.Hour, func(_ context.Context, key string) ([]ratelimit.Policy, error) {
+		return []ratelimit.Policy{{Name: "pro", Limit: 5, Window: time.Minute, Algorithm: algos[key]}}, nil
+	})
+	ctx := context.Background()
+	for _, key := range []string{"apikey:log", "apikey:gcra"} {
+		for i := range 5 {
+			require.Equal(t, ratelimit.Serve, c.l.Allow(ctx, key, 1).Outcome, "%s: request %d", key, i)
+		}
+	}
+	c.clk.Advance(12 * time.Second)
+	assert.Equal(t, ratelimit.Refuse, c.l.Allow(ctx, "apikey:log", 1).Outcome, "sliding log, 12 s after a burst of 5")
+	assert.Equal(t, ratelimit.Serve, c.l.Allow(ctx, "apikey:gcra", 1).Outcome, "GCRA, 12 s after a burst of 5")
 }

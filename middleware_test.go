@@ -662,6 +662,7 @@ func TestLimitsAndPolicies(t *testing.T) {
 	assert.Equal(t, 200, w.Code, "status")
 	assert.Equal(t, `"default";q=2;w=60, "burst";q=1;w=1`, w.Header().Get("RateLimit-Policy"), "RateLimit-Policy")
 	assert.Equal(t, `"burst";r=0;t=1`, w.Header().Get("RateLimit"), "the tighter policy is reported")
+	assert.Equal(t, "1", w.Header().Get("X-RateLimit-Limit"), "X-RateLimit-Limit: the reported policy's limit")
 	w = get(h, "192.0.2.1:1", "X-API-Key", "a")
 	assert.Equal(t, 429, w.Code, "status")
 	assert.Equal(t, `"burst";r=0;t=1`, w.Header().Get("RateLimit"), "RateLimit")
@@ -671,6 +672,8 @@ func TestLimitsAndPolicies(t *testing.T) {
 	w = get(h, "192.0.2.1:1", "X-API-Key", "a")
 	assert.Equal(t, 429, w.Code, "default policy exhausted")
 	assert.Equal(t, "58", w.Header().Get("Retry-After"), "the longest wait among violated policies")
+	assert.Equal(t, `"default";r=0;t=58`, w.Header().Get("RateLimit"), "RateLimit")
+	assert.Equal(t, "2", w.Header().Get("X-RateLimit-Limit"), "X-RateLimit-Limit: the reported policy's limit")
 
 	// A pro client: its own policies and its own count; a plan the lookup
 	// does not know gets the default policies.
@@ -782,8 +785,12 @@ func TestPartitionKey(t *testing.T) {
 	assert.Equal(t, a1, a2, "stable for one key")
 	assert.NotEqual(t, a1, b, "distinct keys, distinct pks")
 
+	other := newLimiter(t, 5, time.Minute, ratelimit.KeyByHeader("X-API-Key"), ratelimit.WithPartitionKey())
+	v := get(other.Handler(okHandler), "192.0.2.1:1", "X-API-Key", "secret-alice").Header().Get("RateLimit")
+	assert.NotContains(t, v, ";pk="+a1, "another limiter, with its own secret, gives the key another pk")
+
 	plain := newLimiter(t, 5, time.Minute, ratelimit.KeyByHeader("X-API-Key"))
-	v := get(plain.Handler(okHandler), "192.0.2.1:1", "X-API-Key", "k").Header().Get("RateLimit")
+	v = get(plain.Handler(okHandler), "192.0.2.1:1", "X-API-Key", "k").Header().Get("RateLimit")
 	assert.NotContains(t, v, "pk=", "no pk unless asked for")
 }
 
@@ -1078,16 +1085,26 @@ func TestCountIfPanicStaysCounted(t *testing.T) {
 
 // keep sees the status a handler sent: 101 Switching Protocols is a final
 // status, as net/http sends it, though no hijack follows; the other 1xx
-// are not, and the status after them is the one seen.
+// are not, and the status after them is the one seen. The first final
+// status is the one sent, as net/http ignores a later WriteHeader: a body
+// written or a flush done first sends a 200.
 func TestCountIfSeesTheFinalStatus(t *testing.T) {
+	status := func(code int) func(http.ResponseWriter) {
+		return func(w http.ResponseWriter) { w.WriteHeader(code) }
+	}
+	body := func(w http.ResponseWriter) { io.WriteString(w, "body") }
+	flush := func(w http.ResponseWriter) { w.(http.Flusher).Flush() }
 	for _, tt := range []struct {
 		name  string
-		codes []int
+		steps []func(http.ResponseWriter)
 		want  int
 	}{
-		{"101 alone", []int{http.StatusSwitchingProtocols}, http.StatusSwitchingProtocols},
-		{"103 then 204", []int{http.StatusEarlyHints, http.StatusNoContent}, http.StatusNoContent},
-		{"103 alone", []int{http.StatusEarlyHints}, http.StatusOK},
+		{"101 alone", []func(http.ResponseWriter){status(http.StatusSwitchingProtocols)}, http.StatusSwitchingProtocols},
+		{"103 then 204", []func(http.ResponseWriter){status(http.StatusEarlyHints), status(http.StatusNoContent)}, http.StatusNoContent},
+		{"103 alone", []func(http.ResponseWriter){status(http.StatusEarlyHints)}, http.StatusOK},
+		{"401 then 200", []func(http.ResponseWriter){status(http.StatusUnauthorized), status(http.StatusOK)}, http.StatusUnauthorized},
+		{"body then 500", []func(http.ResponseWriter){body, status(http.StatusInternalServerError)}, http.StatusOK},
+		{"flush then 401", []func(http.ResponseWriter){flush, status(http.StatusUnauthorized)}, http.StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var seen []int
@@ -1096,8 +1113,8 @@ func TestCountIfSeesTheFinalStatus(t *testing.T) {
 				return true
 			}))
 			h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				for _, c := range tt.codes {
-					w.WriteHeader(c)
+				for _, step := range tt.steps {
+					step(w)
 				}
 			}))
 			get(h, "192.0.2.1:1", "X-User", "alice")
@@ -1284,4 +1301,108 @@ func TestCountIfFlushThatCannotFlush(t *testing.T) {
 	for i, err := range flushErrs {
 		assert.ErrorIs(t, err, http.ErrNotSupported, "request %d: the handler's Flush", i)
 	}
+}
+
+// A Hijack that fails hijacks nothing: the request is answered as any
+// other, and keep decides whether it stays counted.
+func TestCountIfFailedHijackIsNoHijack(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByHeader("X-User"), ratelimit.WithClock(fakeclock.New().Now),
+		ratelimit.WithCountIf(countFailures))
+	var hijackErrs []error
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _, err := http.NewResponseController(w).Hijack() // a ResponseRecorder cannot
+		hijackErrs = append(hijackErrs, err)
+		w.WriteHeader(http.StatusOK)
+	}))
+	for i := range 3 {
+		assert.Equal(t, http.StatusOK, get(h, "192.0.2.1:1", "X-User", "alice").Code, "request %d (a 200 is taken back)", i)
+	}
+	for i, err := range hijackErrs {
+		assert.ErrorIs(t, err, http.ErrNotSupported, "request %d: the handler's Hijack", i)
+	}
+}
+
+// ctxStore is a memory store whose Refund, as a networked store's would,
+// fails once its context is done.
+type ctxStore struct{ ratelimit.Store }
+
+func (s ctxStore) Refund(ctx context.Context, key string, set ratelimit.PolicySet, cost int, at time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.Store.Refund(ctx, key, set, cost, at)
+}
+
+// The refund WithCountIf makes is the server's: a client gone once the
+// handler has returned, its request's context cancelled, still has the
+// request taken back.
+func TestCountIfRefundOutlivesTheClient(t *testing.T) {
+	mem, err := ratelimit.NewMemoryStore(ratelimit.MemoryConfig{Clock: fakeclock.New().Now})
+	require.NoError(t, err)
+	defer mem.Close()
+	var errs []error
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByHeader("X-User"), ratelimit.WithStore(ctxStore{mem}),
+		ratelimit.WithCountIf(countFailures), ratelimit.WithHooks(ratelimit.Hooks{OnError: func(_ *http.Request, err error) { errs = append(errs, err) }}))
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			cancel() // the client hangs up
+		}))
+		r := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
+		r.Header.Set("X-User", "alice")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		assert.Equal(t, http.StatusOK, w.Code, "request %d (each 200 is taken back)", i)
+	}
+	assert.Empty(t, errs, "errors reported to OnError")
+}
+
+// A refusal's body is the limiter's: a Content-Length that a handler in
+// front of the limiter set for its own answer does not go out with it.
+func TestRefusalDropsAContentLengthSetBefore(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now))
+	inner := l.Handler(okHandler)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1234")
+		inner.ServeHTTP(w, r)
+	})
+	get(h, "192.0.2.1:1")
+	for _, accept := range []string{"text/plain", "application/problem+json"} {
+		w := get(h, "192.0.2.1:1", "Accept", accept)
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "Accept %s: status", accept)
+		assert.Empty(t, w.Header().Values("Content-Length"), "Accept %s: Content-Length", accept)
+	}
+}
+
+// A store of one's own may refuse with no wait, or report a reset
+// already past: a refusal still says to come back in a second at the
+// earliest, and no figure goes below now.
+func TestZeroAndPastFiguresOfAStore(t *testing.T) {
+	res := ratelimit.Result{Limit: 1, RetryAfter: 0, Reset: -time.Minute, Policy: "default", Window: time.Minute, At: fakeclock.Start.Add(500 * time.Millisecond)}
+	for _, unix := range []bool{false, true} {
+		set := ratelimit.HeadersLegacy | ratelimit.HeadersIETF
+		wantReset := "0"
+		if unix {
+			set |= ratelimit.HeadersUnixReset
+			wantReset = strconv.FormatInt(fakeclock.Start.Unix()+1, 10) // At, rounded up
+		}
+		l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithStore(stubStore{res: res}), ratelimit.WithHeaders(set))
+		w := get(l.Handler(okHandler), "192.0.2.1:1", "Accept", "application/problem+json")
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "unix %v: status", unix)
+		assert.Equal(t, "1", w.Header().Get("Retry-After"), "unix %v: Retry-After", unix)
+		assert.Equal(t, `"default";r=0;t=0`, w.Header().Get("RateLimit"), "unix %v: RateLimit", unix)
+		assert.Equal(t, wantReset, w.Header().Get("X-RateLimit-Reset"), "unix %v: X-RateLimit-Reset", unix)
+		assert.Contains(t, w.Body.String(), "retry after 1 s.", "unix %v: problem details", unix)
+	}
+}
+
+// WithPolicies given twice adds both lists, unlike other options, and
+// RateLimit-Policy states a window that is not whole seconds rounded up.
+func TestPoliciesAddUpAndTheirWindowsRoundUp(t *testing.T) {
+	l := newLimiter(t, 10, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now),
+		ratelimit.WithPolicies(ratelimit.Policy{Name: "burst", Limit: 3, Window: 1500 * time.Millisecond}),
+		ratelimit.WithPolicies(ratelimit.Policy{Name: "hour", Limit: 100, Window: time.Hour}))
+	w := get(l.Handler(okHandler), "192.0.2.1:1")
+	assert.Equal(t, `"default";q=10;w=60, "burst";q=3;w=2, "hour";q=100;w=3600`, w.Header().Get("RateLimit-Policy"), "RateLimit-Policy")
 }

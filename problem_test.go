@@ -199,3 +199,21 @@ func TestDeniedHandlerGetsNoVary(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, w.Code, "status")
 	assert.Empty(t, w.Header().Values("Vary"), "Vary")
 }
+
+// The Vary a refusal adds Accept to is copied, not appended to in place:
+// a handler in front of the limiter that keeps its Vary slice, with room
+// to spare, finds it as it left it.
+func TestRefusalLeavesAVarySetBeforeUntouched(t *testing.T) {
+	l := newLimiter(t, 1, time.Minute, ratelimit.KeyByIP(), ratelimit.WithClock(fakeclock.New().Now))
+	inner := l.Handler(okHandler)
+	backing := []string{"Origin", "kept"}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Vary"] = backing[:1]
+		inner.ServeHTTP(w, r)
+	})
+	get(h, "192.0.2.1:1")
+	w := get(h, "192.0.2.1:1")
+	require.Equal(t, http.StatusTooManyRequests, w.Code, "status")
+	assert.Equal(t, []string{"Origin", "Accept"}, w.Header().Values("Vary"), "Vary")
+	assert.Equal(t, []string{"Origin", "kept"}, backing, "the slice set in front of the limiter")
+}
