@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,7 +78,7 @@ func algoText(a Algorithm) string {
 // configuration files and databases.
 //
 //	policies = policy *( "," policy )
-//	policy   = limit "/" [count] unit *( ";" param )
+//	policy   = limit "/" [count] unit *( ";" param )   ; each param at most once
 //	unit     = "ns" | "us" | "ms" | "s" | "min" | "h" | "day" | "week" | "month"
 //	param    = "name=" name | "algo=" ("log" | "counter" | "gcra") | "tz=" zone
 //
@@ -128,7 +129,16 @@ func parsePolicy(s string) (Policy, error) {
 		errs = append(errs, err)
 	}
 	if params != "" {
+		// A parameter given twice is refused, not read as its last value:
+		// "algo=gcra;algo=log" is a mistake, and which it meant unknown.
+		var seen []string
 		for param := range strings.SplitSeq(params, ";") {
+			key, _, _ := strings.Cut(param, "=")
+			if key = strings.TrimSpace(key); slices.Contains(seen, key) {
+				errs = append(errs, fmt.Errorf("parameter %q given twice", key))
+				continue
+			}
+			seen = append(seen, key)
 			if err := parseParam(&p, strings.TrimSpace(param)); err != nil {
 				errs = append(errs, err)
 			}
