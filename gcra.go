@@ -29,20 +29,16 @@ func (gcra) take(s *state, p *Policy, now int64, cost int, record bool) verdict 
 	} else if record {
 		tat, s.t[0] = next, next
 	}
-	v.remaining, v.reset = int(max(now+depth-tat, 0)/t), gcraReset(tat, now, depth, t)
-	return v
-}
-
-// gcraReset returns how long until one more request fits than fits now:
-// until tat - depth + (remaining+1)*T, or 0 when the bucket is full. The
-// bucket holds less than nothing (tat is beyond now+depth) when the limit
-// was lowered since it was last used.
-func gcraReset(tat, now, depth, t int64) time.Duration {
-	if tat <= now {
-		return 0
-	}
+	// The bucket holds less than nothing (tat is beyond now+depth) when
+	// the limit was lowered since it was last used.
 	r := max(now+depth-tat, 0) / t
-	return time.Duration(tat - depth + (r+1)*t - now)
+	v.remaining = int(r)
+	if tat > now {
+		// One more request fits at tat - depth + (r+1)*T; a full bucket
+		// (tat past) never grows.
+		v.reset = time.Duration(tat - depth + (r+1)*t - now)
+	}
+	return v
 }
 
 // refund gives back what of the requests' share of the bucket has not
