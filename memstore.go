@@ -236,14 +236,12 @@ func (s *memoryStore) decide(ctx context.Context, key string, set PolicySet, cos
 // of es, recording them if record is set and every policy allows them, so
 // that a request is counted in all of them or in none. It returns the
 // verdict of the policy that binds tightest, with its index.
-func takeAll(ps *policySet, es []*entry, now int64, cost int, record bool) (verdict, int) {
+func takeAll(ps *policySet, es []*entry, now int64, cost int, record bool) (worst verdict, at int) {
 	for i, a := range ps.algos {
 		if len(es) > 1 && record {
 			record = a.take(&es[i].st, &ps.policies[i], now, cost, false).ok
 		}
 	}
-	var worst verdict
-	at := 0
 	for i, a := range ps.algos {
 		if v := a.take(&es[i].st, &ps.policies[i], now, cost, record); i == 0 || v.tighter(worst) {
 			worst, at = v, i
@@ -325,11 +323,10 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 	if err := check(ctx, set, cost); err != nil {
 		return nil, 0, false, err
 	}
-	sh := s.shardOf(key)
-	read := s.now()
+	sh, read := s.shardOf(key), s.now()
 	for {
 		sh.mu.RLock()
-		es = sh.entries(set.p, key, es[:0])
+		es = sh.entries(set.p, key, es)
 		sh.mu.RUnlock()
 		if create && slices.Contains(es, nil) {
 			if err := s.insert(sh, set.p, key, es, read); err != nil {
@@ -370,16 +367,14 @@ func unlockAll(es []*entry) {
 	}
 }
 
-// entries appends to es the entry of key under each policy of ps, nil for
-// each it lacks. The caller holds sh.mu.
+// entries fills es, from its start, with the entry of key under each
+// policy of ps, nil for each it lacks. The caller holds sh.mu.
 func (sh *shard) entries(ps *policySet, key string, es []*entry) []*entry {
-	g := sh.sets[ps.id]
-	for i := range ps.policies {
-		var e *entry
-		if g != nil {
-			e = g.m[i][key]
+	es = append(es[:0], make([]*entry, len(ps.policies))...) // no allocation within es's capacity
+	if g := sh.sets[ps.id]; g != nil {
+		for i, m := range g.m {
+			es[i] = m[key]
 		}
-		es = append(es, e)
 	}
 	return es
 }
@@ -408,7 +403,7 @@ func (s *memoryStore) insert(sh *shard, ps *policySet, key string, es []*entry, 
 	// key's own entries: look again each time.
 	for {
 		missing := 0
-		for _, e := range sh.entries(ps, key, es[:0]) {
+		for _, e := range sh.entries(ps, key, es) {
 			if e == nil {
 				missing++
 			}
@@ -454,15 +449,14 @@ func (sh *shard) add(g *group, p *Policy, i int, key string, read int64) *entry 
 	// no state goes idle within a window of a request it counted, but
 	// GCRA's within one emission interval, and a calendar count before
 	// its period ends.
+	idle := at + int64(p.Window)
 	switch {
 	case p.Algorithm == GCRA:
-		sh.sweepAt = min(sh.sweepAt, at+interval(p))
+		idle = at + interval(p)
 	case isCalendar(p.Algorithm):
-		_, end := period(p, at)
-		sh.sweepAt = min(sh.sweepAt, end)
-	default:
-		sh.sweepAt = min(sh.sweepAt, at+int64(p.Window))
+		_, idle = period(p, at)
 	}
+	sh.sweepAt = min(sh.sweepAt, idle)
 	return e
 }
 
