@@ -237,10 +237,8 @@ func (s *memoryStore) decide(ctx context.Context, key string, set PolicySet, cos
 // that a request is counted in all of them or in none. It returns the
 // verdict of the policy that binds tightest, with its index.
 func takeAll(ps *policySet, es []*entry, now int64, cost int, record bool) (worst verdict, at int) {
-	for i, a := range ps.algos {
-		if len(es) > 1 && record {
-			record = a.take(&es[i].st, &ps.policies[i], now, cost, false).ok
-		}
+	for i := 0; record && len(es) > 1 && i < len(es); i++ {
+		record = ps.algos[i].take(&es[i].st, &ps.policies[i], now, cost, false).ok
 	}
 	for i, a := range ps.algos {
 		if v := a.take(&es[i].st, &ps.policies[i], now, cost, record); i == 0 || v.tighter(worst) {
@@ -335,13 +333,12 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 			made = true
 		}
 		now := read
-		for i, e := range es {
-			if e == nil {
-				e = &entry{seen: minInstant, st: newState()}
-				es[i] = e
+		for i := range es {
+			if es[i] == nil {
+				es[i] = &entry{seen: minInstant, st: newState()}
 			}
-			e.mu.Lock()
-			now = max(now, e.seen) // dropped if e was dropped
+			es[i].mu.Lock()
+			now = max(now, es[i].seen) // dropped if the entry was dropped
 		}
 		if now != dropped {
 			for _, e := range es {
@@ -572,7 +569,7 @@ func (sh *shard) leastRecent() (victim *entry, g *group, i int, key string) {
 		}
 	}
 	share := (evictSample + filled - 1) / filled
-	left, oldest := max(evictSample, share*filled), int64(math.MaxInt64)
+	left, oldest := share*filled, int64(math.MaxInt64) // evictSample or more
 	for _, gr := range sh.sets {
 		for n, m := range gr.m {
 			taken := 0
