@@ -47,9 +47,7 @@ func (gcra) take(s *state, p *Policy, now int64, cost int, record bool) verdict 
 // that a request whose share refilled long ago is not counted twice.
 func (gcra) refund(s *state, p *Policy, now, at int64, cost int) {
 	share := int64(cost) * interval(p)
-	if give := min(share, at+share-now); give > 0 {
-		s.t[0] -= give
-	}
+	s.t[0] -= max(min(share, at+share-now), 0)
 }
 
 // idleAt: once tat is past, the bucket is full, as for a new key.
