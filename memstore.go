@@ -324,7 +324,7 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 	sh, read := s.shardOf(key), s.now()
 	for {
 		sh.mu.RLock()
-		es = sh.entries(set.p, key, es)
+		es = sh.entries(set.p, key, es[:0])
 		sh.mu.RUnlock()
 		if create && slices.Contains(es, nil) {
 			if err := s.insert(sh, set.p, key, es, read); err != nil {
@@ -364,14 +364,16 @@ func unlockAll(es []*entry) {
 	}
 }
 
-// entries fills es, from its start, with the entry of key under each
-// policy of ps, nil for each it lacks. The caller holds sh.mu.
+// entries appends to es the entry of key under each policy of ps, nil for
+// each it lacks. The caller holds sh.mu.
 func (sh *shard) entries(ps *policySet, key string, es []*entry) []*entry {
-	es = append(es[:0], make([]*entry, len(ps.policies))...) // no allocation within es's capacity
-	if g := sh.sets[ps.id]; g != nil {
-		for i, m := range g.m {
-			es[i] = m[key]
+	g := sh.sets[ps.id]
+	for i := range ps.policies {
+		var e *entry
+		if g != nil {
+			e = g.m[i][key]
 		}
+		es = append(es, e)
 	}
 	return es
 }
@@ -400,7 +402,7 @@ func (s *memoryStore) insert(sh *shard, ps *policySet, key string, es []*entry, 
 	// key's own entries: look again each time.
 	for {
 		missing := 0
-		for _, e := range sh.entries(ps, key, es) {
+		for _, e := range sh.entries(ps, key, es[:0]) {
 			if e == nil {
 				missing++
 			}
