@@ -29,20 +29,16 @@ func (gcra) take(s *state, p *Policy, now int64, cost int, record bool) verdict 
 	} else if record {
 		tat, s.t[0] = next, next
 	}
-	v.remaining, v.reset = int(max(now+depth-tat, 0)/t), gcraReset(tat, now, depth, t)
-	return v
-}
-
-// gcraReset returns how long until one more request fits than fits now:
-// until tat - depth + (remaining+1)*T, or 0 when the bucket is full. The
-// bucket holds less than nothing (tat is beyond now+depth) when the limit
-// was lowered since it was last used.
-func gcraReset(tat, now, depth, t int64) time.Duration {
-	if tat <= now {
-		return 0
-	}
+	// The bucket holds less than nothing (tat is beyond now+depth) when
+	// the limit was lowered since it was last used.
 	r := max(now+depth-tat, 0) / t
-	return time.Duration(tat - depth + (r+1)*t - now)
+	v.remaining = int(r)
+	if tat > now {
+		// One more request fits at tat - depth + (r+1)*T; a full bucket
+		// (tat past) never grows.
+		v.reset = time.Duration(tat - depth + (r+1)*t - now)
+	}
+	return v
 }
 
 // refund gives back what of the requests' share of the bucket has not
@@ -51,9 +47,7 @@ func gcraReset(tat, now, depth, t int64) time.Duration {
 // that a request whose share refilled long ago is not counted twice.
 func (gcra) refund(s *state, p *Policy, now, at int64, cost int) {
 	share := int64(cost) * interval(p)
-	if give := min(share, at+share-now); give > 0 {
-		s.t[0] -= give
-	}
+	s.t[0] -= max(min(share, at+share-now), 0)
 }
 
 // idleAt: once tat is past, the bucket is full, as for a new key.

@@ -236,14 +236,10 @@ func (s *memoryStore) decide(ctx context.Context, key string, set PolicySet, cos
 // of es, recording them if record is set and every policy allows them, so
 // that a request is counted in all of them or in none. It returns the
 // verdict of the policy that binds tightest, with its index.
-func takeAll(ps *policySet, es []*entry, now int64, cost int, record bool) (verdict, int) {
-	for i, a := range ps.algos {
-		if len(es) > 1 && record {
-			record = a.take(&es[i].st, &ps.policies[i], now, cost, false).ok
-		}
+func takeAll(ps *policySet, es []*entry, now int64, cost int, record bool) (worst verdict, at int) {
+	for i := 0; record && len(es) > 1 && i < len(es); i++ {
+		record = ps.algos[i].take(&es[i].st, &ps.policies[i], now, cost, false).ok
 	}
-	var worst verdict
-	at := 0
 	for i, a := range ps.algos {
 		if v := a.take(&es[i].st, &ps.policies[i], now, cost, record); i == 0 || v.tighter(worst) {
 			worst, at = v, i
@@ -325,8 +321,7 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 	if err := check(ctx, set, cost); err != nil {
 		return nil, 0, false, err
 	}
-	sh := s.shardOf(key)
-	read := s.now()
+	sh, read := s.shardOf(key), s.now()
 	for {
 		sh.mu.RLock()
 		es = sh.entries(set.p, key, es[:0])
@@ -338,13 +333,12 @@ func (s *memoryStore) lock(ctx context.Context, key string, set PolicySet, cost 
 			made = true
 		}
 		now := read
-		for i, e := range es {
-			if e == nil {
-				e = &entry{seen: minInstant, st: newState()}
-				es[i] = e
+		for i := range es {
+			if es[i] == nil {
+				es[i] = &entry{seen: minInstant, st: newState()}
 			}
-			e.mu.Lock()
-			now = max(now, e.seen) // dropped if e was dropped
+			es[i].mu.Lock()
+			now = max(now, es[i].seen) // dropped if the entry was dropped
 		}
 		if now != dropped {
 			for _, e := range es {
@@ -454,15 +448,14 @@ func (sh *shard) add(g *group, p *Policy, i int, key string, read int64) *entry 
 	// no state goes idle within a window of a request it counted, but
 	// GCRA's within one emission interval, and a calendar count before
 	// its period ends.
+	idle := at + int64(p.Window)
 	switch {
 	case p.Algorithm == GCRA:
-		sh.sweepAt = min(sh.sweepAt, at+interval(p))
+		idle = at + interval(p)
 	case isCalendar(p.Algorithm):
-		_, end := period(p, at)
-		sh.sweepAt = min(sh.sweepAt, end)
-	default:
-		sh.sweepAt = min(sh.sweepAt, at+int64(p.Window))
+		_, idle = period(p, at)
 	}
+	sh.sweepAt = min(sh.sweepAt, idle)
 	return e
 }
 
@@ -578,7 +571,7 @@ func (sh *shard) leastRecent() (victim *entry, g *group, i int, key string) {
 		}
 	}
 	share := (evictSample + filled - 1) / filled
-	left, oldest := max(evictSample, share*filled), int64(math.MaxInt64)
+	left, oldest := share*filled, int64(math.MaxInt64) // evictSample or more
 	for _, gr := range sh.sets {
 		for n, m := range gr.m {
 			taken := 0

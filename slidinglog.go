@@ -24,7 +24,11 @@ func (slidingLog) take(s *state, p *Policy, now int64, cost int, record bool) ve
 	for k < int(s.n) && s.at(k) <= now-window {
 		k++
 	}
-	s.dropOldest(k)
+	if k > 0 {
+		s.n -= int32(k)
+		s.prev = int32((int(s.prev) + k) % len(s.ring()))
+		s.shrink()
+	}
 	n := int(s.n)
 	v := verdict{ok: n+cost <= p.Limit}
 	if !v.ok {
@@ -35,10 +39,11 @@ func (slidingLog) take(s *state, p *Policy, now int64, cost int, record bool) ve
 		if n+cost > len(s.ring()) {
 			s.regrow(min(max(2*n, n+cost), p.Limit)) // by doubling, never beyond the limit
 		}
-		for range cost {
-			s.push(now)
+		for i := range cost {
+			*s.slot(n + i) = now
 		}
 		n += cost
+		s.n = int32(n)
 	}
 	// n is above the limit when the limit was lowered: one more request
 	// fits once the n-limit+1 oldest have left.
@@ -88,24 +93,9 @@ func (s *state) slot(i int) *int64 {
 
 func (s *state) at(i int) int64 { return *s.slot(i) }
 
-// push logs t after the others; there is room.
-func (s *state) push(t int64) {
-	s.n++
-	*s.slot(int(s.n) - 1) = t
-}
-
 // searchAfter returns the index of the first instant of the log after t.
 func (s *state) searchAfter(t int64) int {
 	return sort.Search(int(s.n), func(i int) bool { return s.at(i) > t })
-}
-
-// dropOldest forgets the k oldest instants.
-func (s *state) dropOldest(k int) {
-	s.n -= int32(k)
-	if s.log != nil && k > 0 {
-		s.prev = int32((int(s.prev) + k) % len(*s.log))
-		s.shrink()
-	}
 }
 
 // shrink keeps a log of at most one instant in the state, freeing the

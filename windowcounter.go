@@ -19,15 +19,12 @@ type windowCounter struct{}
 func (windowCounter) roll(s *state, window, now int64) {
 	start := now - (now%window+window)%window // now's window, before the epoch too
 	switch {
-	case start == s.t[0]:
 	case start == s.t[0]+window:
 		s.prev, s.n = s.n, 0
 	case start > s.t[0]:
 		s.prev, s.n = 0, 0
-	default:
-		return // a clock stepping back stays in the window it had
 	}
-	s.t[0] = start
+	s.t[0] = max(s.t[0], start) // a clock stepping back stays in the window it had
 }
 
 // used returns the estimated count in the rolling window ending at now.
@@ -47,7 +44,12 @@ func (c windowCounter) take(s *state, p *Policy, now int64, cost int, record boo
 		s.n += int32(cost)
 		used += int64(cost)
 	}
-	v.remaining, v.reset = int(max(limit-used, 0)), c.reset(s, p, used, now)
+	v.remaining = int(max(limit-used, 0))
+	if used > 0 {
+		// One more request fits once the estimate drops by one, or, when
+		// it is above the limit (the limit was lowered), to one below it.
+		v.reset = c.wait(s, window, min(used, limit), 1, now)
+	}
 	return v
 }
 
@@ -76,16 +78,6 @@ func (c windowCounter) refund(s *state, p *Policy, now, at int64, cost int) {
 	case at >= s.t[0]-window:
 		s.prev -= int32(min(cost, int(s.prev)))
 	}
-}
-
-// reset returns how long until one more request fits than fits now,
-// used being the estimate: until the estimate drops by one request, or,
-// when it is above the limit (the limit was lowered), to one below it.
-func (c windowCounter) reset(s *state, p *Policy, used, now int64) time.Duration {
-	if used == 0 {
-		return 0
-	}
-	return c.wait(s, int64(p.Window), min(used, int64(p.Limit)), 1, now)
 }
 
 // idleAt: two windows after the current one started, both counts have
