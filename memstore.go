@@ -557,11 +557,12 @@ func (s *memoryStore) makeRoom(sh *shard, now int64) bool {
 // entries of sh, with its group, its policy's index and its key: an equal
 // share of evictSample entries, rounded up, from each of its maps, so that
 // the entries of every policy are sampled, not those of one map alone; or,
-// when more than evictSample maps hold entries, one entry from each of
-// evictSample of them, so that a shard of many sets costs no more. The
-// caller holds sh.mu, and sh holds an entry.
+// when evictSample maps or more hold entries, one entry from each of
+// those counted (a set's maps are counted together, so that may be a
+// few more than evictSample), so that a shard of many sets costs no more.
+// The caller holds sh.mu, and sh holds an entry.
 func (sh *shard) leastRecent() (victim *entry, g *group, i int, key string) {
-	filled := 0 // maps holding an entry, counted up to evictSample
+	filled := 0 // maps holding an entry, counted a set at a time up to evictSample
 	for _, g := range sh.sets {
 		for _, m := range g.m {
 			filled += min(len(m), 1)
