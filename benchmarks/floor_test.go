@@ -1,11 +1,14 @@
 package benchmarks
 
 import (
+	"context"
 	"hash/maphash"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // BenchmarkMemoryFloor measures what a key costs in layouts stripped to
@@ -87,4 +90,100 @@ func fill[M ~map[K]V, K comparable, V any](b *testing.B, prefix string, ms []M, 
 	after := heapInUse()
 	runtime.KeepAlive(ms)
 	b.ReportMetric(float64(after-before)/float64(b.N), "B/key")
+}
+
+// BenchmarkStoreFloor runs BenchmarkStore's workloads on the least an
+// exact sliding log can do per decision (logFloor), beside sethvargo's
+// token bucket, the fastest peer there: how much of the gap between
+// ratelimit and a token bucket any exact log pays. Compare it with
+// BenchmarkStore's ratelimit rows from the same run.
+func BenchmarkStoreFloor(b *testing.B) {
+	floorPeer := peer{name: "log-floor", store: func(_ testing.TB, limit int, window time.Duration) (take, func()) {
+		f := newLogFloor(limit, window)
+		return func(_ context.Context, key string) (bool, error) { return f.take(key), nil }, nop
+	}}
+	for _, p := range []peer{floorPeer, peerNamed(b, "sethvargo")} {
+		b.Run("work=HotKey/peer="+p.name, func(b *testing.B) { storeHotKey(b, p) })
+		b.Run("work=ManyKeys/peer="+p.name, func(b *testing.B) { storeManyKeys(b, p) })
+	}
+}
+
+func peerNamed(tb testing.TB, name string) peer {
+	for _, p := range peers {
+		if p.name == name {
+			return p
+		}
+	}
+	tb.Fatalf("no peer %q", name)
+	return peer{}
+}
+
+// logFloor is an exact sliding log stripped to its bones: shards of a map
+// behind a read-write lock, a lock per key, and the instants the key was
+// allowed at in a slice, dropped from its front as they leave the window.
+// No headers, policies, refunds, sweeping or bounds, and a slice that
+// reallocates as it moves: a floor to measure against, not a limiter.
+type logFloor struct {
+	limit  int
+	window time.Duration
+	start  time.Time
+	seed   maphash.Seed
+	shards [shards]struct {
+		mu sync.RWMutex
+		m  map[string]*floorKey
+	}
+}
+
+type floorKey struct {
+	mu  sync.Mutex
+	log []time.Duration // since logFloor.start, oldest first
+}
+
+func newLogFloor(limit int, window time.Duration) *logFloor {
+	f := &logFloor{limit: limit, window: window, start: time.Now(), seed: maphash.MakeSeed()}
+	for i := range f.shards {
+		f.shards[i].m = make(map[string]*floorKey)
+	}
+	return f
+}
+
+func (f *logFloor) take(key string) bool {
+	now := time.Since(f.start)
+	sh := &f.shards[maphash.String(f.seed, key)&(shards-1)]
+	sh.mu.RLock()
+	k := sh.m[key]
+	sh.mu.RUnlock()
+	if k == nil {
+		sh.mu.Lock()
+		if k = sh.m[key]; k == nil {
+			k = new(floorKey)
+			sh.m[strings.Clone(key)] = k
+		}
+		sh.mu.Unlock()
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	i := 0
+	for i < len(k.log) && k.log[i] <= now-f.window {
+		i++
+	}
+	if k.log = k.log[i:]; len(k.log) >= f.limit {
+		return false
+	}
+	k.log = append(k.log, now)
+	return true
+}
+
+// TestLogFloorCounts: the floor is a limiter all the same, or it would
+// measure less than an exact log must do.
+func TestLogFloorCounts(t *testing.T) {
+	f := newLogFloor(3, time.Hour)
+	for i, want := range []bool{true, true, true, false, false} {
+		if got := f.take("a"); got != want {
+			t.Fatalf("request %d of a: allowed %v, want %v", i+1, got, want)
+		}
+	}
+	if !f.take("b") {
+		t.Fatal("b refused: keys share a count")
+	}
 }
