@@ -56,6 +56,17 @@ func TestReadReport(t *testing.T) {
 		{name: "policy of another partition key: not the item's", h: http.Header{
 			hdrRateLimit: {`"a";r=70;t=1;pk=:AAAA:`}, hdrPolicy: {`"a";q=10;w=30;pk=:BBBB:`}},
 			want: []figure{{key: quotaKey{name: "a", pk: "AAAA", src: srcIETF}, remaining: 70, reset: sec}}},
+		{name: "policy without pk: the item's with one", h: http.Header{
+			hdrRateLimit: {`"a";r=70;t=1;pk=:AAAA:`}, hdrPolicy: {`"a";q=10;w=30`}},
+			want: []figure{{key: quotaKey{name: "a", pk: "AAAA", src: srcIETF}, remaining: 10, reset: sec}}},
+		{name: "policy with pk: the item's without one", h: http.Header{
+			hdrRateLimit: {`"a";r=70;t=1`}, hdrPolicy: {`"a";q=10;w=30;pk=:AAAA:`}},
+			want: []figure{ietf("a", 10, sec)}},
+		{name: "t=0 with a policy: 0, not the window", h: http.Header{hdrRateLimit: {`"a";r=7;t=0`}, hdrPolicy: {`"a";q=10;w=30`}},
+			want: []figure{ietf("a", 7, 0)}},
+		{name: "q=0: r capped at 0", h: http.Header{hdrRateLimit: {`"a";r=7;t=5`}, hdrPolicy: {`"a";q=0;w=30`}},
+			want: []figure{ietf("a", 0, 5*sec)}},
+		{name: "negative t: skipped, not the window", h: http.Header{hdrRateLimit: {`"a";r=1;t=-1`}, hdrPolicy: {`"a";q=10;w=30`}}},
 		{name: "quota in bytes: skipped", h: http.Header{
 			hdrRateLimit: {`"bytes";r=65000;t=10, "req";r=3;t=10`},
 			hdrPolicy:    {`"bytes";q=65535;qu="content-bytes";w=10, "req";q=5;qu="requests";w=10`}},
@@ -81,6 +92,8 @@ func TestReadReport(t *testing.T) {
 			hdrRateLimit: {`"default";r=9;t=5`}, hdrLimit: {"10"}, hdrRemaining: {"9"}, hdrReset: {"5"}},
 			want: []figure{ietf("default", 9, 5*sec)}},
 		{name: "field too long: ignored", h: http.Header{hdrRateLimit: {`"a";r=1;t=1,` + strings.Repeat(" ", maxFieldBytes) + `"b";r=1;t=1`}}},
+		{name: "field of exactly 4 KiB: read", h: http.Header{hdrRateLimit: {`"a";r=1;t=1` + strings.Repeat(" ", maxFieldBytes-24) + `, "b";r=2;t=2`}},
+			want: []figure{ietf("a", 1, sec), ietf("b", 2, 2*sec)}},
 		{name: "too many lines: ignored", h: http.Header{hdrRateLimit: strings.Split(strings.Repeat(`"a";r=1;t=1,`, maxLines), ",")}},
 		{name: "more than 16 items: the first 16", h: http.Header{hdrRateLimit: {strings.Repeat(`"a";r=1;t=1, `, 20) + `"b";r=1;t=1`}},
 			want: func() []figure {
@@ -102,6 +115,10 @@ func TestReadReport(t *testing.T) {
 			want: []figure{legacy(0, 42*sec)}},
 		{name: "legacy, Unix reset just past", h: http.Header{hdrRemaining: {"5"}, hdrReset: {unix(-3 * sec)}, hdrDate: {date}},
 			want: []figure{legacy(5, 0)}},
+		{name: "legacy, Unix reset a day before Date", h: http.Header{hdrRemaining: {"5"}, hdrReset: {unix(-24 * time.Hour)}, hdrDate: {date}},
+			want: []figure{legacy(5, 0)}},
+		{name: "legacy, Unix reset a year after Date", h: http.Header{hdrRemaining: {"0"}, hdrReset: {unix(maxDelay)}, hdrDate: {date}},
+			want: []figure{legacy(0, maxDelay)}},
 		{name: "legacy, remaining above the limit: capped", h: http.Header{hdrLimit: {"10"}, hdrRemaining: {"50"}, hdrReset: {"1"}},
 			want: []figure{legacy(10, sec)}},
 		{name: "legacy, reset in milliseconds: ignored", h: http.Header{hdrRemaining: {"1"}, hdrReset: {itoa(now.UnixMilli())}}},
@@ -125,6 +142,11 @@ func TestReadReport(t *testing.T) {
 		{name: "Retry-After leaves a quota with some left", status: 429, h: http.Header{
 			hdrRateLimit: {`"a";r=0;t=100, "b";r=5;t=100`}, hdrRetryAfter: {"7"}},
 			want: []figure{ietf("a", 0, 7*sec), ietf("b", 5, 100*sec), retry(7 * sec)}, retry: after(7 * sec)},
+		{name: "Retry-After seconds beyond a year: capped", status: 429, h: http.Header{hdrRetryAfter: {"999999999999999"}},
+			want: []figure{retry(maxDelay)}, retry: after(maxDelay)},
+		{name: "Retry-After date beyond a year: capped", status: 503, h: http.Header{
+			hdrRetryAfter: {now.Add(2 * maxDelay).Format(http.TimeFormat)}, hdrDate: {date}},
+			want: []figure{retry(maxDelay)}, retry: after(maxDelay)},
 		{name: "Retry-After garbage", status: 429, h: http.Header{hdrRetryAfter: {"soon"}}},
 		{name: "Retry-After negative", status: 429, h: http.Header{hdrRetryAfter: {"-5"}}},
 
@@ -205,6 +227,8 @@ func TestParseList(t *testing.T) {
 		{`"a";flag, "b"`, true, []string{"a", "b"}},
 		{`"unterminated`, false, nil},
 		{`"bad\escape"`, false, nil},
+		{`"a\\b", "c\"d"`, true, []string{`a\\b`, `c\"d`}},
+		{"\"del\x7f\"", false, nil},
 		{`"tab	inside"`, false, nil},
 		{"\"non-ascii \xc3\xa9\"", false, nil},
 		{`tok/en:x*, "a"`, true, []string{"a"}},
@@ -225,6 +249,8 @@ func TestParseList(t *testing.T) {
 		{`%"caf%C3%A9"`, false, nil},
 		{`%"caf%c"`, false, nil},
 		{`%caf`, false, nil},
+		{`%"caf%c`, false, nil},
+		{`%"caf%`, false, nil},
 		{`("a" "b";x=1);y=2, "c"`, true, []string{"c"}},
 		{`("a""b")`, false, nil},
 		{`("a" "b"`, false, nil},
