@@ -283,3 +283,16 @@ func TestLegacyResetCapped(t *testing.T) {
 	require.Equal(t, 1, r.n, "figures")
 	assert.LessOrEqual(t, r.figs[0].reset, maxDelay, "reset")
 }
+
+// "Parsing ... allocates nothing for a field sent in one line": neither
+// RateLimit nor RateLimit-Policy, each in one line, costs an allocation.
+func TestReadReportOneLineAllocatesNothing(t *testing.T) {
+	h := http.Header{
+		hdrPolicy:    {`"default";q=300;w=60, "burst";q=10;w=1;pk=:AAAA:`},
+		hdrRateLimit: {`"default";r=299;t=60, "burst";r=9;pk=:AAAA:`},
+	}
+	var r report
+	allocs := testing.AllocsPerRun(100, func() { readReport(&r, http.StatusOK, h, now) })
+	require.Equal(t, 2, r.n, "figures")
+	assert.Zero(t, allocs, "allocations per readReport")
+}
