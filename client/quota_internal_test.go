@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"net/http"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -195,4 +196,54 @@ func TestProbeForgets(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestHeldWaitEndsAtReset: a request held back by the request in flight
+// that holds a quota's last request waits until the quota's reset, if no
+// answer comes first, and then goes alone, as a probe.
+func TestHeldWaitEndsAtReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		start := time.Now()
+		s := new(server)
+		s.inflight++
+		s.settle(answer(false, ietf("a", 1, 10*time.Second)), start)
+		_, err := s.reserve(ctx) // holds the last request, its answer never comes
+		require.NoError(t, err, "first request")
+		type got struct {
+			probe bool
+			at    time.Duration
+		}
+		second := make(chan got, 1)
+		go func() { p, _ := s.reserve(ctx); second <- got{p, time.Since(start)} }()
+		synctest.Wait()
+		require.Empty(t, second, "second request gone while the first holds the last request")
+
+		time.Sleep(10 * time.Second) // fake time
+		synctest.Wait()
+		select {
+		case g := <-second:
+			assert.Equal(t, got{true, 10 * time.Second}, g, "second request")
+		default:
+			s.settle(outcome{}, time.Now()) // let it go, so that the bubble ends
+			t.Fatal("second request not gone at the reset")
+		}
+	})
+}
+
+// TestRetryAfterAloneCharges: a 503 whose answer names no quota, only a
+// Retry-After, is taken to have spent one request of every quota, of any
+// partition key; only a 429 and a cache's answer spend nothing.
+func TestRetryAfterAloneCharges(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	k := quotaKey{name: "a", pk: "QUJD", src: srcIETF}
+	s := new(server)
+	s.inflight = 2
+	s.settle(answer(false, figure{key: k, remaining: 5, reset: time.Minute}), t0)
+	var rep report
+	readReport(&rep, http.StatusServiceUnavailable, http.Header{hdrRetryAfter: {"1"}}, t0)
+	require.Equal(t, time.Second, rep.retryAfter, "Retry-After read")
+	s.settle(outcome{answered: true, rep: &rep}, t0)
+	require.Contains(t, s.quotas, k)
+	assert.Equal(t, int64(4), s.quotas[k].remaining, "remaining after the 503")
 }
