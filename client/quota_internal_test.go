@@ -247,3 +247,36 @@ func TestRetryAfterAloneCharges(t *testing.T) {
 	require.Contains(t, s.quotas, k)
 	assert.Equal(t, int64(4), s.quotas[k].remaining, "remaining after the 503")
 }
+
+// TestProbeHoldsBackUntilItsAnswer: a probe in flight holds back the
+// requests after a reset until its own answer, also when, meanwhile, an
+// earlier request's answer renewed the quota and a request went on it,
+// and the quota's new reset then passed.
+func TestProbeHoldsBackUntilItsAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := new(server)
+		s.inflight++
+		s.settle(answer(false, ietf("a", 5, 10*time.Second)), time.Now())
+		_, err := s.reserve(ctx) // an earlier request, answered after the reset
+		require.NoError(t, err, "earlier request")
+
+		time.Sleep(10 * time.Second) // fake time
+		probe, err := s.reserve(ctx)
+		require.NoError(t, err, "probe")
+		require.True(t, probe, "the request after the reset is a probe")
+		s.settle(answer(false, ietf("a", 5, 5*time.Second)), time.Now()) // the earlier request's answer
+		probe, err = s.reserve(ctx)
+		require.NoError(t, err, "request on the renewed quota")
+		require.False(t, probe, "the request on the renewed quota: probe")
+
+		time.Sleep(5 * time.Second) // the renewed quota's reset
+		gone := make(chan bool, 1)
+		go func() { p, _ := s.reserve(ctx); gone <- p }()
+		synctest.Wait()
+		assert.Empty(t, gone, "request gone after the reset with the probe in flight")
+		s.settle(answer(true, ietf("a", 5, 10*time.Second)), time.Now()) // the probe's answer
+		synctest.Wait()
+		assert.Len(t, gone, 1, "request gone after the probe's answer")
+	})
+}
