@@ -133,13 +133,13 @@ func parsePolicy(s string) (Policy, error) {
 		// "algo=gcra;algo=log" is a mistake, and which it meant unknown.
 		var seen []string
 		for param := range strings.SplitSeq(params, ";") {
-			key, _, _ := strings.Cut(param, "=")
+			key, value, _ := strings.Cut(param, "=")
 			if key = strings.TrimSpace(key); slices.Contains(seen, key) {
 				errs = append(errs, fmt.Errorf("parameter %q given twice", key))
 				continue
 			}
 			seen = append(seen, key)
-			if err := parseParam(&p, strings.TrimSpace(param)); err != nil {
+			if err := parseParam(&p, key, value); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -187,10 +187,10 @@ func parseWindow(p *Policy, s string) error {
 	return fmt.Errorf("window %q: unknown unit %q, want ms, s, min, h, day, week or month", s, unit)
 }
 
-// parseParam parses a param of a policy: "name=", "algo=" or "tz=".
-func parseParam(p *Policy, s string) error {
-	key, value, _ := strings.Cut(s, "=")
-	switch key = strings.TrimSpace(key); key {
+// parseParam parses a param of a policy, cut at its "=": "name", "algo"
+// or "tz", key trimmed.
+func parseParam(p *Policy, key, value string) error {
+	switch key {
 	case "name":
 		p.Name = strings.TrimSpace(value)
 		if !validPolicyName(p.Name) {
