@@ -69,8 +69,8 @@ func New(limit int, window time.Duration, key Keyer, opts ...Option) (*Limiter, 
 		if clock := c.clock; clock != nil {
 			now = func() int64 { return clock().UnixNano() }
 		}
-		l.cache = &limitsCache{lookup: c.limits, ttl: c.ttl, timeout: c.lookupWithin, scope: scope, inflight: map[string]*cached{},
-			turns: make(chan struct{}, maxLookups), now: now}
+		l.cache = &limitsCache{lookup: c.limits, ttl: c.ttl, timeout: c.lookupWithin, scope: scope, maxKeys: maxCachedKeys,
+			inflight: map[string]*cached{}, turns: make(chan struct{}, maxLookups), now: now}
 	}
 	if c.partitionKey {
 		l.pkSecret = make([]byte, 32)

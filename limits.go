@@ -52,7 +52,8 @@ import (
 // algorithm or name is another quota, which starts afresh; so is a policy
 // added or taken away, and with it every count of the client, since a
 // count belongs to a set of policies (see PolicySet.ID). The cache holds
-// at most 65,536 keys.
+// at most 262,144 keys, about 300 bytes each: more clients than that
+// active within ttl are looked up again as the cache makes room.
 func WithLimits(limits func(ctx context.Context, key string) ([]Policy, error), ttl time.Duration) Option {
 	return func(c *config) {
 		need(c, "WithLimits", "function", &c.limits, limits)
@@ -70,7 +71,7 @@ const (
 	maxErrorTTL = time.Second
 	// maxCachedKeys bounds the keys WithLimits' cache holds; maxPlans the
 	// distinct sets of policies it keeps one plan for.
-	maxCachedKeys = 1 << 16
+	maxCachedKeys = 1 << 18
 	maxPlans      = 1 << 12
 	// maxLookups bounds the calls of WithLimits' function under way at
 	// once: a flood of unknown keys must not become a flood of queries.
@@ -84,6 +85,7 @@ type limitsCache struct {
 	timeout  time.Duration // lookupTimeout, but in tests
 	now      func() int64  // ns: the monotonic clock, or WithClock's
 	scope    string
+	maxKeys  int      // maxCachedKeys, but in tests
 	keys     sync.Map // key -> *cached
 	size     atomic.Int64
 	plans    sync.Map // the policies' full text -> *plan, so that sets are shared
@@ -232,13 +234,13 @@ func (c *limitsCache) answer(key string, e *cached, p *plan, err error, ttl time
 // answers go first, then any, down to three quarters of the bound, so
 // that making room is rare.
 func (c *limitsCache) store(key string, e *cached) {
-	if _, loaded := c.keys.Swap(key, e); loaded || c.size.Add(1) <= maxCachedKeys {
+	if _, loaded := c.keys.Swap(key, e); loaded || c.size.Add(1) <= int64(c.maxKeys) {
 		return
 	}
 	now := c.now()
 	for _, expiredOnly := range []bool{true, false} {
 		c.keys.Range(func(k, v any) bool {
-			if c.size.Load() <= maxCachedKeys*3/4 {
+			if c.size.Load() <= int64(c.maxKeys)*3/4 {
 				return false
 			}
 			if k != key && (!expiredOnly || v.(*cached).expires <= now) {

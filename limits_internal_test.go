@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,14 +14,50 @@ import (
 	"github.com/slidelog/ratelimit/internal/fakeclock"
 )
 
-// WithLimits' cache holds at most maxCachedKeys keys, expired ones going
+// testCacheKeys is the bound the cache tests give a cache: the logic is
+// that of maxCachedKeys at a size -race runs quickly.
+const testCacheKeys = 1 << 12
+
+// A SaaS of 100,000 active clients is looked up once per client per ttl,
+// not on every request: the cache holds them all. A cache smaller than the
+// clients active within a ttl (it held 65,536) drops answers as fast as
+// it stores them, and under round-robin traffic every request becomes a
+// call of the lookup, a database query at the request rate. Under -race,
+// which slows each call about tenfold, 70,000 clients: still more than the
+// old bound.
+func TestLimitsCacheHoldsAHundredThousandClients(t *testing.T) {
+	clients := 100_000
+	if msRaceEnabled {
+		clients = 70_000
+	}
+	var lookups atomic.Int64
+	lookup := func(context.Context, string) ([]Policy, error) {
+		lookups.Add(1)
+		return []Policy{{Name: "contract", Limit: 5, Window: time.Minute}}, nil
+	}
+	l, err := New(5, time.Minute, KeyByHeader("X-API-Key"), WithLimits(lookup, time.Hour))
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	keys := make([]string, clients)
+	for i := range keys {
+		keys[i] = "apikey:client-" + strconv.Itoa(i)
+	}
+	for round := range 2 {
+		for _, k := range keys {
+			require.Equal(t, Serve, l.Allow(context.Background(), k, 1).Outcome, "round %d, %s", round, k)
+		}
+	}
+	assert.Equal(t, int64(clients), lookups.Load(), "lookups for two rounds of every client")
+}
+
+// WithLimits' cache holds at most its bound of keys, expired ones going
 // first, however many clients there are.
 func TestLimitsCacheBounded(t *testing.T) {
 	now := int64(0)
 	c := &limitsCache{
 		lookup: func(context.Context, string) ([]Policy, error) { return nil, nil },
 		ttl:    time.Minute, timeout: time.Minute, now: func() int64 { return now }, inflight: map[string]*cached{},
-		turns: make(chan struct{}, maxLookups),
+		turns: make(chan struct{}, maxLookups), maxKeys: testCacheKeys,
 	}
 	count := func() int {
 		n := 0
@@ -34,10 +71,10 @@ func TestLimitsCacheBounded(t *testing.T) {
 		_, err := c.planOf(context.Background(), key, func(error) {})
 		require.NoError(t, err, "key %s", key)
 	}
-	for i := range maxCachedKeys + 5000 {
+	for i := range testCacheKeys + 5000 {
 		lookup(strconv.Itoa(i))
 	}
-	assert.LessOrEqual(t, count(), maxCachedKeys, "keys cached")
+	assert.LessOrEqual(t, count(), testCacheKeys, "keys cached")
 	assert.Equal(t, int64(count()), c.size.Load(), "the size the cache counts")
 	// Once the answers have expired, new keys find room without losing
 	// any fresh one.
@@ -49,15 +86,15 @@ func TestLimitsCacheBounded(t *testing.T) {
 		_, ok := c.keys.Load("fresh-" + strconv.Itoa(i))
 		assert.True(t, ok, "fresh key %d cached", i)
 	}
-	assert.LessOrEqual(t, count(), maxCachedKeys, "keys cached")
+	assert.LessOrEqual(t, count(), testCacheKeys, "keys cached")
 }
 
-// The cache holds up to maxCachedKeys keys before it makes room, and
+// The cache holds up to its bound of keys before it makes room, and
 // making room never drops the answer it is storing: a client whose lookup
 // just answered is not looked up again on its next request. Which keys go
 // is the map's order, so the answer stored is checked over several rounds.
 func TestLimitsCacheKeepsWhatItStores(t *testing.T) {
-	c := &limitsCache{now: func() int64 { return 0 }}
+	c := &limitsCache{now: func() int64 { return 0 }, maxKeys: testCacheKeys}
 	fresh := func() *cached { return &cached{expires: int64(time.Minute)} }
 	count := func() int {
 		n := 0
@@ -71,15 +108,15 @@ func TestLimitsCacheKeepsWhatItStores(t *testing.T) {
 			next++
 		}
 	}
-	fill(maxCachedKeys)
-	require.Equal(t, maxCachedKeys, count(), "keys cached at the bound")
-	for round := range 6 { // each round refills a quarter of the cache: slow under -race
+	fill(testCacheKeys)
+	require.Equal(t, testCacheKeys, count(), "keys cached at the bound")
+	for round := range 6 { // each round refills a quarter of the cache
 		key := "new-" + strconv.Itoa(round)
 		c.store(key, fresh())
 		_, ok := c.keys.Load(key)
 		require.True(t, ok, "round %d: the key stored as the cache made room", round)
-		require.Equal(t, maxCachedKeys*3/4, count(), "round %d: keys left", round)
-		fill(maxCachedKeys - count())
+		require.Equal(t, testCacheKeys*3/4, count(), "round %d: keys left", round)
+		fill(testCacheKeys - count())
 	}
 }
 
@@ -88,8 +125,8 @@ func TestLimitsCacheKeepsWhatItStores(t *testing.T) {
 // expired ones are left.
 func TestLimitsCacheMakesRoomFromExpiredFirst(t *testing.T) {
 	const now = int64(time.Hour)
-	c := &limitsCache{now: func() int64 { return now }}
-	for i := range maxCachedKeys {
+	c := &limitsCache{now: func() int64 { return now }, maxKeys: testCacheKeys}
+	for i := range testCacheKeys {
 		expires := now // expired now: planOf serves only now < expires
 		if i%2 == 0 {
 			expires = now + int64(time.Minute)
@@ -97,7 +134,7 @@ func TestLimitsCacheMakesRoomFromExpiredFirst(t *testing.T) {
 		c.store(strconv.Itoa(i), &cached{expires: expires})
 	}
 	c.store("new", &cached{expires: now + int64(time.Minute)})
-	for i := 0; i < maxCachedKeys; i += 2 {
+	for i := 0; i < testCacheKeys; i += 2 {
 		_, ok := c.keys.Load(strconv.Itoa(i))
 		require.True(t, ok, "fresh key %d cached", i)
 	}
