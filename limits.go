@@ -52,7 +52,7 @@ import (
 // algorithm or name is another quota, which starts afresh; so is a policy
 // added or taken away, and with it every count of the client, since a
 // count belongs to a set of policies (see PolicySet.ID). The cache holds
-// at most 262,144 keys, about 300 bytes each: more clients than that
+// at most 262,144 keys, about 200 bytes each: more clients than that
 // active within ttl are looked up again as the cache makes room.
 func WithLimits(limits func(ctx context.Context, key string) ([]Policy, error), ttl time.Duration) Option {
 	return func(c *config) {
@@ -91,18 +91,23 @@ type limitsCache struct {
 	plans    sync.Map // the policies' full text -> *plan, so that sets are shared
 	nplans   atomic.Int64
 	mu       sync.Mutex
-	inflight map[string]*cached // calls under way, by key
-	turns    chan struct{}      // a token per call under way; maxLookups long
+	inflight map[string]*call // calls under way, by key
+	turns    chan struct{}    // a token per call under way; maxLookups long
 }
 
-// cached is one key's answer, until expires; done is closed once it is
-// known.
+// cached is one key's answer, until expires.
 type cached struct {
 	plan     *plan // nil for the default policies
 	err      error
 	expires  int64
-	done     chan struct{}
 	reported atomic.Bool // err went to a call's report
+}
+
+// call is a lookup under way: answer is set, and done closed, once it is
+// known. The cache keeps the answer alone, not the channel.
+type call struct {
+	done   chan struct{}
+	answer *cached
 }
 
 // result returns e's answer, and reports its error if no call has: the
@@ -133,32 +138,32 @@ func (c *limitsCache) planOf(ctx context.Context, key string, report func(error)
 			return e.result(report)
 		}
 	}
-	e, ok := c.inflight[key]
+	l, ok := c.inflight[key]
 	if !ok {
-		e = &cached{done: make(chan struct{})}
-		c.inflight[key] = e
-		go c.fill(context.WithoutCancel(ctx), key, e)
+		l = &call{done: make(chan struct{})}
+		c.inflight[key] = l
+		go c.fill(context.WithoutCancel(ctx), key, l)
 	}
 	c.mu.Unlock()
 	select {
-	case <-e.done:
+	case <-l.done:
 	case <-ctx.Done():
 		report(ctx.Err())
 		return nil, ctx.Err()
 	}
-	return e.result(report)
+	return l.answer.result(report)
 }
 
-// fill calls the lookup for key, once it has a turn, and makes e its
+// fill calls the lookup for key, once it has a turn, and gives l its
 // answer, within c.timeout of the call: an answer that comes later is
 // dropped. The lookup runs on fill's own goroutine, as soon as it runs,
 // so that the time counts the lookup and not the scheduling of another
 // goroutine. The turn goes back when the lookup returns, not at its
 // deadline, so that lookups that ignore their context stay within the cap.
-func (c *limitsCache) fill(ctx context.Context, key string, e *cached) {
+func (c *limitsCache) fill(ctx context.Context, key string, l *call) {
 	if !c.takeTurn() {
 		err := fmt.Errorf("ratelimit: WithLimits: %d lookups under way, none ended within %v: %w", maxLookups, c.timeout, context.DeadlineExceeded)
-		c.answer(key, e, nil, err, min(c.ttl, maxErrorTTL))
+		c.answer(key, l, nil, err, min(c.ttl, maxErrorTTL))
 		return
 	}
 	defer func() { <-c.turns }()
@@ -167,7 +172,7 @@ func (c *limitsCache) fill(ctx context.Context, key string, e *cached) {
 	var once sync.Once
 	late := func() {
 		err := fmt.Errorf("ratelimit: WithLimits: no answer within %v: %w", c.timeout, context.DeadlineExceeded)
-		c.answer(key, e, nil, err, min(c.ttl, maxErrorTTL))
+		c.answer(key, l, nil, err, min(c.ttl, maxErrorTTL))
 	}
 	context.AfterFunc(ctx, func() { once.Do(late) })
 	ps, err := c.call(ctx, key)
@@ -176,12 +181,12 @@ func (c *limitsCache) fill(ctx context.Context, key string, e *cached) {
 		case ctx.Err() != nil: // past the deadline, whatever the answer
 			late()
 		case err != nil:
-			c.answer(key, e, nil, notAtFault(fmt.Errorf("ratelimit: WithLimits: %w", err)), min(c.ttl, maxErrorTTL))
+			c.answer(key, l, nil, notAtFault(fmt.Errorf("ratelimit: WithLimits: %w", err)), min(c.ttl, maxErrorTTL))
 		case len(ps) > 0:
 			p, err := c.planFor(ps)
-			c.answer(key, e, p, err, c.ttl)
+			c.answer(key, l, p, err, c.ttl)
 		default:
-			c.answer(key, e, nil, nil, c.ttl)
+			c.answer(key, l, nil, nil, c.ttl)
 		}
 	})
 }
@@ -215,19 +220,20 @@ func (c *limitsCache) call(ctx context.Context, key string) (ps []Policy, err er
 	return c.lookup(ctx, key)
 }
 
-// answer makes p and err e's answer, cached for ttl, and lets those who
+// answer makes p and err l's answer, cached for ttl, and lets those who
 // wait for it go on.
-func (c *limitsCache) answer(key string, e *cached, p *plan, err error, ttl time.Duration) {
+func (c *limitsCache) answer(key string, l *call, p *plan, err error, ttl time.Duration) {
 	now := c.now()
-	e.plan, e.err, e.expires = p, err, now+int64(ttl)
+	e := &cached{plan: p, err: err, expires: now + int64(ttl)}
 	if e.expires < now { // a ttl of "for ever" wrapped
 		e.expires = math.MaxInt64
 	}
 	c.store(key, e)
+	l.answer = e
 	c.mu.Lock()
 	delete(c.inflight, key)
 	c.mu.Unlock()
-	close(e.done)
+	close(l.done)
 }
 
 // store caches e for key, making room when the cache is full: expired
