@@ -224,9 +224,12 @@ func parseParam(p *Policy, key, value string) error {
 // loadZone loads a zone of the IANA database by name, refusing names
 // that are no zone's before they reach the file system, and the names of
 // the host's own zone ("Local", "localtime"), which name different zones
-// on different servers.
+// on different servers. An empty element ("Europe//Berlin") is refused
+// too: the file system finds the zone where the embedded database does
+// not, and the name would give a set another ID than the zone's own.
 func loadZone(name string) (*time.Location, error) {
-	ok := len(name) > 0 && len(name) <= 64 && !strings.Contains(name, "..") && name[0] != '/' && !isHostZone(name)
+	ok := len(name) > 0 && len(name) <= 64 && !strings.Contains(name, "..") && !isHostZone(name) &&
+		!slices.Contains(strings.Split(name, "/"), "")
 	for _, c := range name {
 		ok = ok && ('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("/_+-", c))
 	}

@@ -85,6 +85,11 @@ func TestParsePoliciesErrors(t *testing.T) {
 		{"300/min;tz=Europe/Berlin", []string{"only calendar periods"}},
 		{"300/day;tz=Mars/Olympus", []string{`tz "Mars/Olympus"`}},
 		{"300/day;tz=../../etc/passwd", []string{"tz"}},
+		// The file system finds these where the embedded database does
+		// not, and their sets' IDs differ from Europe/Berlin's: a fleet
+		// would count one quota twice.
+		{"300/day;tz=Europe//Berlin", []string{`tz "Europe//Berlin"`}},
+		{"300/day;tz=Europe/Berlin/", []string{`tz "Europe/Berlin/"`}},
 		{"300/min;name=a b", []string{`name "a b"`}},
 		{"300/min;color=red", []string{`unknown parameter "color"`}},
 		{"300/min;algo=gcra;algo=log", []string{`parameter "algo" given twice`}},
