@@ -70,7 +70,7 @@ func New(limit int, window time.Duration, key Keyer, opts ...Option) (*Limiter, 
 			now = func() int64 { return clock().UnixNano() }
 		}
 		l.cache = &limitsCache{lookup: c.limits, ttl: c.ttl, timeout: c.lookupWithin, scope: scope, maxKeys: maxCachedKeys,
-			inflight: map[string]*call{}, turns: make(chan struct{}, maxLookups), now: now}
+			inflight: map[string]*flight{}, turns: make(chan struct{}, maxLookups), now: now}
 	}
 	if c.partitionKey {
 		l.pkSecret = make([]byte, 32)

@@ -91,8 +91,8 @@ type limitsCache struct {
 	plans    sync.Map // the policies' full text -> *plan, so that sets are shared
 	nplans   atomic.Int64
 	mu       sync.Mutex
-	inflight map[string]*call // calls under way, by key
-	turns    chan struct{}    // a token per call under way; maxLookups long
+	inflight map[string]*flight // lookups under way, by key
+	turns    chan struct{}      // a token per call under way; maxLookups long
 }
 
 // cached is one key's answer, until expires.
@@ -103,9 +103,9 @@ type cached struct {
 	reported atomic.Bool // err went to a call's report
 }
 
-// call is a lookup under way: answer is set, and done closed, once it is
-// known. The cache keeps the answer alone, not the channel.
-type call struct {
+// flight is a lookup under way: answer is set, and done closed, once it
+// is known. The cache keeps the answer alone, not the channel.
+type flight struct {
 	done   chan struct{}
 	answer *cached
 }
@@ -138,32 +138,32 @@ func (c *limitsCache) planOf(ctx context.Context, key string, report func(error)
 			return e.result(report)
 		}
 	}
-	l, ok := c.inflight[key]
+	f, ok := c.inflight[key]
 	if !ok {
-		l = &call{done: make(chan struct{})}
-		c.inflight[key] = l
-		go c.fill(context.WithoutCancel(ctx), key, l)
+		f = &flight{done: make(chan struct{})}
+		c.inflight[key] = f
+		go c.fill(context.WithoutCancel(ctx), key, f)
 	}
 	c.mu.Unlock()
 	select {
-	case <-l.done:
+	case <-f.done:
 	case <-ctx.Done():
 		report(ctx.Err())
 		return nil, ctx.Err()
 	}
-	return l.answer.result(report)
+	return f.answer.result(report)
 }
 
-// fill calls the lookup for key, once it has a turn, and gives l its
+// fill calls the lookup for key, once it has a turn, and gives f its
 // answer, within c.timeout of the call: an answer that comes later is
 // dropped. The lookup runs on fill's own goroutine, as soon as it runs,
 // so that the time counts the lookup and not the scheduling of another
 // goroutine. The turn goes back when the lookup returns, not at its
 // deadline, so that lookups that ignore their context stay within the cap.
-func (c *limitsCache) fill(ctx context.Context, key string, l *call) {
+func (c *limitsCache) fill(ctx context.Context, key string, f *flight) {
 	if !c.takeTurn() {
 		err := fmt.Errorf("ratelimit: WithLimits: %d lookups under way, none ended within %v: %w", maxLookups, c.timeout, context.DeadlineExceeded)
-		c.answer(key, l, nil, err, min(c.ttl, maxErrorTTL))
+		c.answer(key, f, nil, err, min(c.ttl, maxErrorTTL))
 		return
 	}
 	defer func() { <-c.turns }()
@@ -172,7 +172,7 @@ func (c *limitsCache) fill(ctx context.Context, key string, l *call) {
 	var once sync.Once
 	late := func() {
 		err := fmt.Errorf("ratelimit: WithLimits: no answer within %v: %w", c.timeout, context.DeadlineExceeded)
-		c.answer(key, l, nil, err, min(c.ttl, maxErrorTTL))
+		c.answer(key, f, nil, err, min(c.ttl, maxErrorTTL))
 	}
 	context.AfterFunc(ctx, func() { once.Do(late) })
 	ps, err := c.call(ctx, key)
@@ -181,12 +181,12 @@ func (c *limitsCache) fill(ctx context.Context, key string, l *call) {
 		case ctx.Err() != nil: // past the deadline, whatever the answer
 			late()
 		case err != nil:
-			c.answer(key, l, nil, notAtFault(fmt.Errorf("ratelimit: WithLimits: %w", err)), min(c.ttl, maxErrorTTL))
+			c.answer(key, f, nil, notAtFault(fmt.Errorf("ratelimit: WithLimits: %w", err)), min(c.ttl, maxErrorTTL))
 		case len(ps) > 0:
 			p, err := c.planFor(ps)
-			c.answer(key, l, p, err, c.ttl)
+			c.answer(key, f, p, err, c.ttl)
 		default:
-			c.answer(key, l, nil, nil, c.ttl)
+			c.answer(key, f, nil, nil, c.ttl)
 		}
 	})
 }
@@ -220,20 +220,20 @@ func (c *limitsCache) call(ctx context.Context, key string) (ps []Policy, err er
 	return c.lookup(ctx, key)
 }
 
-// answer makes p and err l's answer, cached for ttl, and lets those who
+// answer makes p and err f's answer, cached for ttl, and lets those who
 // wait for it go on.
-func (c *limitsCache) answer(key string, l *call, p *plan, err error, ttl time.Duration) {
+func (c *limitsCache) answer(key string, f *flight, p *plan, err error, ttl time.Duration) {
 	now := c.now()
 	e := &cached{plan: p, err: err, expires: now + int64(ttl)}
 	if e.expires < now { // a ttl of "for ever" wrapped
 		e.expires = math.MaxInt64
 	}
 	c.store(key, e)
-	l.answer = e
+	f.answer = e
 	c.mu.Lock()
 	delete(c.inflight, key)
 	c.mu.Unlock()
-	close(l.done)
+	close(f.done)
 }
 
 // store caches e for key, making room when the cache is full: expired

@@ -56,7 +56,7 @@ func TestLimitsCacheBounded(t *testing.T) {
 	now := int64(0)
 	c := &limitsCache{
 		lookup: func(context.Context, string) ([]Policy, error) { return nil, nil },
-		ttl:    time.Minute, timeout: time.Minute, now: func() int64 { return now }, inflight: map[string]*call{},
+		ttl:    time.Minute, timeout: time.Minute, now: func() int64 { return now }, inflight: map[string]*flight{},
 		turns: make(chan struct{}, maxLookups), maxKeys: testCacheKeys,
 	}
 	count := func() int {
